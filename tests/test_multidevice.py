@@ -1,0 +1,45 @@
+"""1 vs 2 forced host devices: same parameters for the same global batch; the sharded loop runs.
+
+Runs in a subprocess (the device count is fixed when JAX starts) under a timeout, because of
+the batched-Cholesky deadlock of forced host devices (spec/machine_notes.md, item 10); the
+pendulum has one joint and 4 envs per device, far below the sizes that hang.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def report():
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (
+        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    ).strip()
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "multidevice_check.py")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.multidevice
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_one_update_same_on_1_and_2_devices(report, algo):
+    assert report[f"{algo}_params_moved"] > 1e-4  # the update really changed something
+    assert report[f"{algo}_param_rel_diff"] < 1e-4
+    assert report[f"{algo}_metric_rel_diff"] < 1e-4
+
+
+@pytest.mark.multidevice
+def test_sharded_loop_runs_on_2_devices(report):
+    assert report["loop_iterations"] == 4
+    assert report["loop_buffer_rows"] == 4 * 8
+    assert report["loop_qf_loss"] > 0

@@ -1,0 +1,353 @@
+"""FastTD3: config, state, losses and the pure update functions (reference §2.3).
+
+Per critic step (`update_critic`): target-policy smoothing with the *online* actor,
+`a' = clip(mu(s') + clip(policy_noise * N(0, 1), -noise_clip, noise_clip), -1, 1)`; both target
+nets project `r + bootstrap * gamma * Z'`; with clipped double Q (`use_cdq`) the projected
+distribution whose expected value is lower (per row; ties pick net 2, as the reference's
+`where(q1 < q2, ...)`) is the target of both online nets, otherwise each net has its own;
+loss = CE_1 + CE_2; AdamW with global-norm clipping. Per actor step: loss = -mean(min(Q1, Q2))
+(mean of the two without CDQ). `update_target`: Polyak averaging of the critic only; there is no
+target actor.
+
+Deviations from the reference:
+- The per-env exploration std lives in a separate `TD3ExploreState`, outside the learner state,
+  so weight sync can never overwrite it (the reference kept it in an actor buffer).
+- Critic inputs get their own observation normaliser (the reference normalised actor inputs
+  only); normaliser updates are a separate call (`update_normalizers`), not a side effect of
+  `update_critic`; one epsilon (1e-2) for acting and learning.
+- Clipping uses `max_grad_norm` (0 = off) instead of "10 whenever weight_decay > 0"; a skipped
+  (non-finite) step still reports the computed metrics instead of zeros.
+- Per-row noise is drawn from `fold_in(key, global_row)` (see `types.row_keys`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from unilab_jax.algos.c51 import (
+    bootstrap_mask,
+    categorical_cross_entropy,
+    categorical_projection,
+    expected_value,
+    make_support,
+)
+from unilab_jax.algos.networks import CriticEnsemble, TD3Actor
+from unilab_jax.algos.normalizer import (
+    NormalizerState,
+    init_normalizer,
+    normalize,
+    normalize_transition,
+    update_agent_normalizers,
+)
+from unilab_jax.algos.types import (
+    Agent,
+    Transition,
+    gradient_step,
+    polyak_update,
+    reduce_metrics,
+    row_normal,
+)
+
+__all__ = [
+    "TD3Config",
+    "TD3ExploreState",
+    "TD3Networks",
+    "TD3State",
+    "make_td3",
+    "make_td3_networks",
+    "td3_actor_loss",
+    "td3_critic_loss",
+]
+
+Array = jax.Array
+Params = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TD3Config:
+    """FastTD3 hyperparameters (defaults are the reference yaml's)."""
+
+    gamma: float = 0.97
+    """Discount factor."""
+    tau: float = 0.1
+    """Polyak rate of the target critic: `target <- tau * online + (1 - tau) * target`."""
+    actor_lr: float = 3e-4
+    """Actor AdamW learning rate."""
+    critic_lr: float = 3e-4
+    """Critic AdamW learning rate."""
+    weight_decay: float = 0.1
+    """Decoupled weight decay of both AdamW optimisers (default betas 0.9, 0.999)."""
+    max_grad_norm: float = 10.0
+    """Global-norm gradient clipping of actor and critic; 0 disables it."""
+    actor_hidden_dim: int = 512
+    """Actor widths H, H/2, H/4."""
+    critic_hidden_dim: int = 1024
+    """Critic widths C, C/2, C/4."""
+    num_atoms: int = 101
+    """C51 support size K."""
+    v_min: float = -10.0
+    """Lowest support value."""
+    v_max: float = 10.0
+    """Highest support value."""
+    policy_noise: float = 0.2
+    """Std of the target-policy smoothing noise."""
+    noise_clip: float = 0.5
+    """The smoothing noise is clipped to +-noise_clip."""
+    std_min: float = math.exp(-1.6)
+    """Lower end of the per-env exploration std (uniformly drawn on reset)."""
+    std_max: float = math.exp(-0.22)
+    """Upper end of the per-env exploration std."""
+    init_scale: float = 0.01
+    """Std of the actor's output-layer kernel init (bias 0)."""
+    use_cdq: bool = True
+    """Clipped double Q: per-row lower target distribution, and min(Q1, Q2) for the actor."""
+    obs_normalization: bool = True
+    """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
+
+
+class TD3Networks(NamedTuple):
+    """The flax modules of one FastTD3 agent."""
+
+    actor: TD3Actor
+    critic: CriticEnsemble  # twin (E = 2) ReLU C51 critics
+
+
+@flax.struct.dataclass
+class TD3State:
+    """Everything a FastTD3 learner holds; all leaves are arrays."""
+
+    actor_params: Params  # {"params": ...} of TD3Actor
+    critic_params: Params  # {"params": ...} of CriticEnsemble, leaves [2, ...]
+    target_critic_params: Params
+    actor_opt_state: optax.OptState
+    critic_opt_state: optax.OptState
+    obs_normalizer: NormalizerState  # actor observation statistics
+    critic_normalizer: NormalizerState  # critic observation statistics
+
+
+@flax.struct.dataclass
+class TD3ExploreState:
+    """Per-env exploration noise std, resampled when an env's episode ends."""
+
+    noise_scales: Array  # [num_envs] in [std_min, std_max]
+
+
+def make_td3_networks(config: TD3Config, action_dim: int) -> TD3Networks:
+    """Build the actor and twin critic modules from the config."""
+    actor = TD3Actor(
+        action_dim=action_dim, hidden_dim=config.actor_hidden_dim, init_scale=config.init_scale
+    )
+    critic = CriticEnsemble(
+        num_critics=2,
+        num_atoms=config.num_atoms,
+        hidden_dim=config.critic_hidden_dim,
+        activation=nn.relu,
+        use_layer_norm=False,
+    )
+    return TD3Networks(actor, critic)
+
+
+def td3_critic_loss(
+    critic_params: Params,
+    target_critic_params: Params,
+    actor_params: Params,
+    batch: Transition,
+    smoothing_noise: Array,
+    *,
+    networks: TD3Networks,
+    config: TD3Config,
+) -> tuple[Array, dict[str, Array]]:
+    """Twin distributional critic loss on a *normalised* batch; differentiable in the critic.
+
+    `smoothing_noise`: `[B, A]` standard normal, scaled by `policy_noise` and clipped here.
+    Returns `(loss, aux)` with aux `qf_max` / `qf_min` (net 1's projected target values, as the
+    reference logs) and `target_probs [2, B, K]`.
+    """
+    bootstrap = bootstrap_mask(batch.terminated, batch.truncated)  # [B]
+    noise = jnp.clip(smoothing_noise * config.policy_noise, -config.noise_clip, config.noise_clip)
+    next_action = jnp.clip(networks.actor.apply(actor_params, batch.next_obs) + noise, -1.0, 1.0)
+    target_logits = networks.critic.apply(target_critic_params, batch.next_critic, next_action)
+    projected = categorical_projection(
+        jax.nn.softmax(target_logits, axis=-1),
+        batch.rewards,
+        bootstrap,
+        config.gamma,
+        config.v_min,
+        config.v_max,
+    )  # [2, B, K]
+    support = make_support(config.v_min, config.v_max, config.num_atoms)
+    values = expected_value(projected, support)  # [2, B]
+    if config.use_cdq:
+        lower = jnp.where((values[0] < values[1])[:, None], projected[0], projected[1])  # [B, K]
+        target_probs = jnp.broadcast_to(lower, projected.shape)
+    else:
+        target_probs = projected
+    target_probs = jax.lax.stop_gradient(target_probs)
+
+    logits = networks.critic.apply(critic_params, batch.critic, batch.actions)  # [2, B, K]
+    loss = jnp.sum(jnp.mean(categorical_cross_entropy(target_probs, logits), axis=-1))
+    aux = {
+        "qf_max": jnp.max(values[0]),
+        "qf_min": jnp.min(values[0]),
+        "target_probs": target_probs,
+    }
+    return loss, jax.lax.stop_gradient(aux)
+
+
+def td3_actor_loss(
+    actor_params: Params,
+    critic_params: Params,
+    batch: Transition,
+    *,
+    networks: TD3Networks,
+    config: TD3Config,
+) -> tuple[Array, dict[str, Array]]:
+    """`-mean(min(Q1, Q2))` (mean of the two without CDQ) on a *normalised* batch."""
+    action = networks.actor.apply(actor_params, batch.obs)
+    logits = networks.critic.apply(critic_params, batch.critic, action)  # [2, B, K]
+    support = make_support(config.v_min, config.v_max, config.num_atoms)
+    q = expected_value(jax.nn.softmax(logits, axis=-1), support)  # [2, B]
+    q = jnp.min(q, axis=0) if config.use_cdq else jnp.mean(q, axis=0)
+    return -jnp.mean(q), {}
+
+
+def make_td3(
+    config: TD3Config,
+    obs_dim: int,
+    critic_dim: int,
+    action_dim: int,
+    axis_name: str | None = None,
+) -> Agent:
+    """Build the pure FastTD3 functions. With `axis_name`, updates reduce over that mesh axis."""
+    networks = make_td3_networks(config, action_dim)
+    actor_opt = optax.adamw(config.actor_lr, weight_decay=config.weight_decay)
+    critic_opt = optax.adamw(config.critic_lr, weight_decay=config.weight_decay)
+    critic_loss = functools.partial(td3_critic_loss, networks=networks, config=config)
+    actor_loss = functools.partial(td3_actor_loss, networks=networks, config=config)
+
+    def init(key: jax.Array) -> TD3State:
+        actor_key, critic_key = jax.random.split(key)
+        actor_params = networks.actor.init(actor_key, jnp.zeros((1, obs_dim)))
+        critic_params = networks.critic.init(
+            critic_key, jnp.zeros((1, critic_dim)), jnp.zeros((1, action_dim))
+        )
+        return TD3State(
+            actor_params=actor_params,
+            critic_params=critic_params,
+            target_critic_params=critic_params,
+            actor_opt_state=actor_opt.init(actor_params),
+            critic_opt_state=critic_opt.init(critic_params),
+            obs_normalizer=init_normalizer(obs_dim),
+            critic_normalizer=init_normalizer(critic_dim),
+        )
+
+    def sample_scales(key: jax.Array, num_envs: int) -> Array:
+        return jax.random.uniform(
+            key, (num_envs,), jnp.float32, minval=config.std_min, maxval=config.std_max
+        )
+
+    def init_explore(key: jax.Array, num_envs: int) -> TD3ExploreState:
+        return TD3ExploreState(noise_scales=sample_scales(key, num_envs))
+
+    def act(state: TD3State, obs: Array) -> Array:
+        if config.obs_normalization:
+            obs = normalize(state.obs_normalizer, obs)
+        return networks.actor.apply(state.actor_params, obs)
+
+    def explore(
+        state: TD3State,
+        explore_state: TD3ExploreState,
+        obs: Array,
+        prev_done: Array,
+        key: jax.Array,
+    ) -> tuple[Array, TD3ExploreState]:
+        scale_key, noise_key = jax.random.split(key)
+        num_envs = obs.shape[0]
+        # Envs that just reset start their new episode with a fresh std.
+        scales = jnp.where(
+            prev_done, sample_scales(scale_key, num_envs), explore_state.noise_scales
+        )  # [N]
+        mu = act(state, obs)  # [N, A]
+        noise = jax.random.normal(noise_key, mu.shape, mu.dtype) * scales[:, None]
+        return jnp.clip(mu + noise, -1.0, 1.0), TD3ExploreState(noise_scales=scales)
+
+    def prepare(state: TD3State, batch: Transition) -> Transition:
+        if not config.obs_normalization:
+            return batch
+        return normalize_transition(state.obs_normalizer, state.critic_normalizer, batch)
+
+    def update_critic(
+        state: TD3State, batch: Transition, key: jax.Array
+    ) -> tuple[TD3State, dict[str, Array]]:
+        batch = prepare(state, batch)
+        noise = row_normal(key, batch.rewards.shape[0], action_dim, axis_name)  # [B, A]
+        loss_fn = functools.partial(
+            critic_loss,
+            target_critic_params=state.target_critic_params,
+            actor_params=state.actor_params,
+            batch=batch,
+            smoothing_noise=noise,
+        )
+        critic_params, critic_opt_state, qf_loss, aux, grad_norm = gradient_step(
+            loss_fn,
+            state.critic_params,
+            state.critic_opt_state,
+            critic_opt,
+            config.max_grad_norm,
+            axis_name,
+        )
+        state = state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state)
+        metrics = {
+            "qf_loss": qf_loss,
+            "qf_max": aux["qf_max"],
+            "qf_min": aux["qf_min"],
+            "critic_grad_norm": grad_norm,
+        }
+        return state, reduce_metrics(metrics, axis_name)
+
+    def update_actor(
+        state: TD3State, batch: Transition, key: jax.Array
+    ) -> tuple[TD3State, dict[str, Array]]:
+        del key  # the deterministic actor loss draws no noise
+        batch = prepare(state, batch)
+        loss_fn = functools.partial(actor_loss, critic_params=state.critic_params, batch=batch)
+        actor_params, actor_opt_state, loss, _, grad_norm = gradient_step(
+            loss_fn,
+            state.actor_params,
+            state.actor_opt_state,
+            actor_opt,
+            config.max_grad_norm,
+            axis_name,
+        )
+        state = state.replace(actor_params=actor_params, actor_opt_state=actor_opt_state)
+        metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm}
+        return state, reduce_metrics(metrics, axis_name)
+
+    def update_target(state: TD3State) -> TD3State:
+        target = polyak_update(state.target_critic_params, state.critic_params, config.tau)
+        return state.replace(target_critic_params=target)
+
+    def update_normalizers(state: TD3State, obs: Array, critic: Array) -> TD3State:
+        if not config.obs_normalization:
+            return state
+        return update_agent_normalizers(state, obs, critic, axis_name)
+
+    return Agent(
+        init=init,
+        init_explore=init_explore,
+        explore=explore,
+        act=act,
+        update_critic=update_critic,
+        update_actor=update_actor,
+        update_target=update_target,
+        update_normalizers=update_normalizers,
+    )

@@ -1,0 +1,155 @@
+"""Training configuration: the loop's sizes and schedule, validated before anything compiles.
+
+Defaults follow the reference ``OffPolicyRunner`` (``spec/reference_system.md`` §1.6, §7):
+4096 envs, ``replay_buffer_n`` 1024, batch 8192, 8 updates per env step, one env step per
+learner iteration. ``policy_frequency`` defaults per algorithm (SAC 4, TD3 2), as in the
+reference configs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+__all__ = ["ALGOS", "LOGGERS", "ConfigError", "TrainConfig", "field_docs"]
+
+ALGOS = ("sac", "td3")
+LOGGERS = ("tensorboard", "wandb", "none")
+DEFAULT_POLICY_FREQUENCY = {"sac": 4, "td3": 2}
+
+
+class ConfigError(ValueError):
+    """A training configuration that cannot work; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What to train and how the fused loop is shaped."""
+
+    env: str = "PendulumSwingup"
+    """Registered task name (see ``unilab_jax.envs.registered_names()``)."""
+    algo: str = "sac"
+    """``"sac"`` (FastSAC) or ``"td3"`` (FastTD3)."""
+    num_envs: int = 4096
+    """Parallel environments, over all devices."""
+    replay_buffer_n: int = 1024
+    """Env steps kept per env; the buffer holds ``replay_buffer_n * num_envs`` rows."""
+    batch_size: int = 8192
+    """Global batch of one gradient update (split evenly over devices)."""
+    learning_starts: int = 0
+    """Learning starts once ``max(batch_size, learning_starts * num_envs)`` rows are stored."""
+    updates_per_step: int = 8
+    """Gradient updates per learner iteration (critic every update)."""
+    policy_frequency: int | None = None
+    """Actor update when ``u % policy_frequency == 0``; None: 4 for SAC, 2 for TD3."""
+    env_steps_per_sync: int = 1
+    """Vectorised env steps collected per learner iteration."""
+    max_iterations: int = 1500
+    """Learner iterations to run."""
+    log_interval: int = 10
+    """Iterations scanned on device per host call; the host logs once per call."""
+    save_interval: int = 500
+    """Checkpoint every this many iterations (rounded up to a log interval); 0 disables."""
+    num_devices: int = 1
+    """Devices of the ``"data"`` mesh axis; envs, replay and batch are split over them."""
+    eval_envs: int = 64
+    """Envs of the deterministic evaluation episode run after training; 0 disables it."""
+    seed: int = 0
+    """PRNG seed for parameters, envs, exploration and sampling."""
+    sim_backend: str = "mjx"
+    """Physics backend of the task."""
+    env_overrides: dict | None = field(default=None, hash=False)
+    """Overrides of the task's config fields."""
+
+    @property
+    def resolved_policy_frequency(self) -> int:
+        if self.policy_frequency is not None:
+            return self.policy_frequency
+        return DEFAULT_POLICY_FREQUENCY.get(self.algo, 1)
+
+    @property
+    def capacity(self) -> int:
+        return self.replay_buffer_n * self.num_envs
+
+    @property
+    def train_start_rows(self) -> int:
+        """Rows that must be stored before the first update (the reference's threshold)."""
+        return max(self.batch_size, self.learning_starts * self.num_envs)
+
+    def replace(self, **changes) -> TrainConfig:
+        return dataclasses.replace(self, **changes)
+
+    def validate(self, available_devices: int | None = None) -> None:
+        """Raise ``ConfigError`` for sizes that cannot work. Cheap: runs before compiling."""
+        if self.algo not in ALGOS:
+            raise ConfigError(f"unknown algo {self.algo!r}; choose one of {', '.join(ALGOS)}")
+        positive = (
+            "num_envs",
+            "replay_buffer_n",
+            "batch_size",
+            "updates_per_step",
+            "env_steps_per_sync",
+            "log_interval",
+            "num_devices",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.resolved_policy_frequency <= 0:
+            raise ConfigError(
+                f"policy_frequency must be positive, got {self.resolved_policy_frequency}"
+            )
+        for name in ("max_iterations", "learning_starts", "save_interval", "eval_envs"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.batch_size > self.capacity:
+            raise ConfigError(
+                f"batch_size {self.batch_size} is larger than the replay buffer "
+                f"(replay_buffer_n {self.replay_buffer_n} x num_envs {self.num_envs} = "
+                f"{self.capacity} rows); raise replay_buffer_n or num_envs, or lower batch_size"
+            )
+        if self.train_start_rows > self.capacity:
+            raise ConfigError(
+                f"learning_starts {self.learning_starts} x num_envs {self.num_envs} rows can never "
+                f"be stored in a buffer of {self.capacity} rows; lower learning_starts to at most "
+                f"replay_buffer_n ({self.replay_buffer_n})"
+            )
+        if self.num_envs % self.num_devices:
+            raise ConfigError(
+                f"num_envs {self.num_envs} is not divisible by num_devices {self.num_devices}; "
+                f"use a multiple of {self.num_devices} envs"
+            )
+        if self.batch_size % self.num_devices:
+            raise ConfigError(
+                f"batch_size {self.batch_size} is not divisible by num_devices "
+                f"{self.num_devices}; use a multiple of {self.num_devices}"
+            )
+        if available_devices is not None and self.num_devices > available_devices:
+            raise ConfigError(
+                f"num_devices {self.num_devices} but JAX sees only {available_devices} device(s); "
+                "on a CPU, set XLA_FLAGS=--xla_force_host_platform_device_count="
+                f"{self.num_devices} before starting Python"
+            )
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring written under each field of a dataclass (a string literal after the field),
+    so the CLI's ``--help`` is written once, next to the field."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for prev, node in zip(body, body[1:], strict=False):
+        if (
+            isinstance(prev, ast.AnnAssign)
+            and isinstance(prev.target, ast.Name)
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            docs[prev.target.id] = " ".join(node.value.value.split())
+    return docs

@@ -1,0 +1,98 @@
+"""Name -> task registry and the :func:`load` entry point.
+
+Each entry is a factory (``config -> Task``, usually the task class) plus its default frozen
+dataclass config. ``load(name, sim_backend, config_override)`` replaces config fields, builds the
+task and binds it to a physics backend. Later issues add tasks with :func:`register`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, is_dataclass
+from typing import Any
+
+from unilab_jax.envs.base import Env, Task, apply_config_override
+from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
+from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
+from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
+
+__all__ = [
+    "SIM_BACKENDS",
+    "UnknownEnvError",
+    "default_config",
+    "load",
+    "register",
+    "registered_names",
+]
+
+#: Backends ``load`` accepts today; "mujoco" (C MuJoCo on CPU threads) is planned.
+SIM_BACKENDS = ("mjx",)
+
+
+class UnknownEnvError(ValueError):
+    """Raised by :func:`load` for a name that was never registered."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    factory: Callable[[Any], Task]
+    default_config: Any
+
+
+_REGISTRY: dict[str, _Entry] = {}
+
+
+def register(
+    name: str,
+    factory: Callable[[Any], Task],
+    default_config: Any,
+    *,
+    overwrite: bool = False,
+) -> None:
+    """Register ``factory(config) -> Task`` under ``name`` with a frozen dataclass config."""
+    if not is_dataclass(default_config) or isinstance(default_config, type):
+        raise TypeError(f"default_config for {name!r} must be a dataclass instance")
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"Environment {name!r} is already registered")
+    _REGISTRY[name] = _Entry(factory, default_config)
+
+
+def registered_names() -> list[str]:
+    """All registered environment names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def _entry(name: str) -> _Entry:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownEnvError(
+            f"Unknown environment {name!r}; registered environments: "
+            f"{', '.join(registered_names())}"
+        ) from None
+
+
+def default_config(name: str) -> Any:
+    """The default config of a registered environment."""
+    return _entry(name).default_config
+
+
+def load(
+    name: str,
+    sim_backend: str = "mjx",
+    config_override: Mapping[str, Any] | None = None,
+) -> Env:
+    """Build the environment ``name`` on ``sim_backend`` with optional config field overrides."""
+    entry = _entry(name)
+    if sim_backend not in SIM_BACKENDS:
+        raise ValueError(
+            f"Unknown sim_backend {sim_backend!r}: only 'mjx' is implemented so far "
+            "('mujoco', C MuJoCo stepped on CPU threads, is planned)."
+        )
+    config = apply_config_override(entry.default_config, config_override)
+    return Env(entry.factory(config), name=name, sim_backend=sim_backend)
+
+
+register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig())
+register("CartpoleBalance", CartpoleBalance, CartpoleBalanceConfig())
+register("CheetahRun", CheetahRun, CheetahRunConfig())
