@@ -5,7 +5,9 @@ from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
-_CACHE = Path(os.environ.get("UNILAB_JAX_TEST_CACHE", Path(__file__).resolve().parents[1] / ".jax_cache"))
+_CACHE = Path(
+    os.environ.get("UNILAB_JAX_TEST_CACHE", Path(__file__).resolve().parents[1] / ".jax_cache")
+)
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE))
 
 import jax  # noqa: E402

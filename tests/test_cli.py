@@ -13,19 +13,41 @@ from unilab_jax.train import build_parser
 def run_cli(*args, timeout=600):
     return subprocess.run(
         [sys.executable, "-m", "unilab_jax.train", *args],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
 def test_help_documents_every_option():
     text = build_parser().format_help()
     for flag in (
-        "--env", "--algo", "--num-envs", "--max-iterations", "--seed", "--num-devices",
-        "--log-dir", "--logger", "--replay-buffer-n", "--batch-size", "--updates-per-step",
-        "--policy-frequency", "--learning-starts", "--env-steps-per-sync", "--save-interval",
+        "--env",
+        "--algo",
+        "--num-envs",
+        "--max-iterations",
+        "--seed",
+        "--num-devices",
+        "--log-dir",
+        "--logger",
+        "--replay-buffer-n",
+        "--batch-size",
+        "--updates-per-step",
+        "--policy-frequency",
+        "--learning-starts",
+        "--env-steps-per-sync",
+        "--save-interval",
         # algorithm settings, SAC and TD3
-        "--gamma", "--tau", "--alpha-init", "--target-entropy-ratio", "--critic-hidden-dim",
-        "--v-min", "--num-atoms", "--policy-noise", "--noise-clip", "--use-cdq",
+        "--gamma",
+        "--tau",
+        "--alpha-init",
+        "--target-entropy-ratio",
+        "--critic-hidden-dim",
+        "--v-min",
+        "--num-atoms",
+        "--policy-noise",
+        "--noise-clip",
+        "--use-cdq",
         "--obs-normalization",
     ):
         assert flag in text, flag
@@ -41,8 +63,10 @@ def test_help_documents_every_option():
     [
         (["--env", "Pendulumm"], "unknown env 'Pendulumm'; registered tasks: "),
         (["--algo", "ppo"], "unknown algo 'ppo'; choose one of sac, td3"),
-        (["--num-envs", "8", "--replay-buffer-n", "4", "--batch-size", "64"],
-         "batch_size 64 is larger than the replay buffer"),
+        (
+            ["--num-envs", "8", "--replay-buffer-n", "4", "--batch-size", "64"],
+            "batch_size 64 is larger than the replay buffer",
+        ),
         (["--num-envs", "9", "--num-devices", "2"], "num_envs 9 is not divisible by num_devices 2"),
         (["--num-envs", "0"], "num_envs must be a positive integer"),
         (["--batch-size", "-1"], "batch_size must be a positive integer"),
@@ -61,10 +85,33 @@ def test_bad_input_fails_fast_with_a_clear_message(args, message):
 
 def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
     proc = run_cli(
-        "--env", "PendulumSwingup", "--algo", "td3", "--num-envs", "8", "--replay-buffer-n",
-        "16", "--batch-size", "32", "--updates-per-step", "2", "--max-iterations", "4",
-        "--log-interval", "2", "--save-interval", "2", "--actor-hidden-dim", "16",
-        "--critic-hidden-dim", "32", "--num-atoms", "11", "--quiet", "--log-dir", str(tmp_path),
+        "--env",
+        "PendulumSwingup",
+        "--algo",
+        "td3",
+        "--num-envs",
+        "8",
+        "--replay-buffer-n",
+        "16",
+        "--batch-size",
+        "32",
+        "--updates-per-step",
+        "2",
+        "--max-iterations",
+        "4",
+        "--log-interval",
+        "2",
+        "--save-interval",
+        "2",
+        "--actor-hidden-dim",
+        "16",
+        "--critic-hidden-dim",
+        "32",
+        "--num-atoms",
+        "11",
+        "--quiet",
+        "--log-dir",
+        str(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "run_summary.json").read_text())

@@ -4,12 +4,15 @@ learning-start threshold, checkpoints and resumes exactly, names NaN-producing e
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from unilab_jax.checkpoint import restore_checkpoint
 from unilab_jax.config import TrainConfig
-from unilab_jax.trainer import Trainer, train
+from unilab_jax.envs import register, registry
+from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
+from unilab_jax.trainer import EnvNaNError, Trainer, train
 
 TINY = TrainConfig(
     env="PendulumSwingup",
@@ -60,17 +63,22 @@ def test_learning_starts_after_threshold_rows(run):
 def test_replay_bootstraps_through_time_limit_from_true_final_obs(run):
     data = jax.device_get(run.state.replay.data)
     filled = int(run.state.replay.filled)  # 6 slots written in order 0..5
-    truncated = data.truncated[:, :filled]
-    assert truncated[:, 4].all() and truncated[:, :4].sum() == 0  # episode_length 5
-    # Inside an episode the next row starts where this one ended.
-    np.testing.assert_allclose(data.next_obs[:, :4], data.obs[:, 1:5], atol=1e-6)
-    # At the time limit, next_obs is the true last observation, not the reset one...
-    assert not np.allclose(data.next_obs[:, 4], data.obs[:, 5], atol=1e-3)
+    truncated = data.truncated[:, : filled - 1].astype(bool)  # [envs, slots with a successor]
+    # episode_length 5 (time limits staggered at start): every env hit a limit in 6 steps.
+    assert truncated.any(axis=1).all()
+    assert not data.terminated.any()  # the pendulum only truncates
+    nxt, following = data.next_obs[:, : filled - 1], data.obs[:, 1:filled]
+    same = np.all(np.abs(nxt - following) < 1e-6, axis=-1)
+    # Inside an episode the next row starts exactly where this one ended...
+    assert same[~truncated].all()
+    # ...at the time limit, next_obs is the true last observation, not the reset one...
+    assert not same[truncated].any()
     # ...and it continues the trajectory: the angle moved by about dt * angular velocity.
-    theta = np.arctan2(data.obs[:, 4, 1], data.obs[:, 4, 0])
-    theta_next = np.arctan2(data.next_obs[:, 4, 1], data.next_obs[:, 4, 0])
-    step = np.angle(np.exp(1j * (theta_next - theta)))
-    assert np.all(np.abs(step) < 0.05 * 20)
+    obs, last = data.obs[:, : filled - 1][truncated], nxt[truncated]
+    theta, theta_next = np.arctan2(obs[:, 1], obs[:, 0]), np.arctan2(last[:, 1], last[:, 0])
+    moved = np.angle(np.exp(1j * (theta_next - theta)))
+    expected = 0.05 * (obs[:, 2] + last[:, 2]) / 2  # control dt 0.05 s, trapezoid
+    np.testing.assert_allclose(moved, expected, atol=0.02)
 
 
 def test_checkpoint_restore_continues_identically(tmp_path, trainer):
@@ -92,3 +100,31 @@ def test_checkpoint_restore_continues_identically(tmp_path, trainer):
     )
     assert a.summary["completed_iterations"] == 8
     assert a.history[0]["iteration"] == 8
+
+
+class _PoisonedPendulum(PendulumSwingup):
+    """A pendulum whose observation is NaN in the envs whose reset drew ``poison``."""
+
+    def init_task_state(self, key):
+        return {"poison": jax.random.uniform(key) < 0.2}
+
+    def observe(self, data, task_state):
+        groups = super().observe(data, task_state)
+        return {k: jnp.where(task_state["poison"], jnp.nan, v) for k, v in groups.items()}
+
+
+@pytest.fixture
+def poisoned_env():
+    register("PoisonedPendulum", _PoisonedPendulum, PendulumSwingupConfig())
+    yield "PoisonedPendulum"
+    registry._REGISTRY.pop("PoisonedPendulum")
+
+
+def test_nan_from_an_env_stops_training_naming_the_env(poisoned_env):
+    config = dataclasses.replace(TINY, env=poisoned_env, env_overrides=None, num_envs=16)
+    trainer = Trainer(config, TINY_SAC)
+    poison = np.asarray(trainer.init_state().env.task_state["poison"])
+    assert poison.any() and not poison[0]  # seed 0 poisons some envs, not the first
+    expected = int(np.argmax(poison))
+    with pytest.raises(EnvNaNError, match=f"environment {expected} produced .* at iteration 1;"):
+        train(config, trainer=trainer, quiet=True)

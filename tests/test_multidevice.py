@@ -24,7 +24,10 @@ def report():
     ).strip()
     proc = subprocess.run(
         [sys.executable, str(HERE / "multidevice_check.py")],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -33,8 +36,10 @@ def report():
 @pytest.mark.multidevice
 @pytest.mark.parametrize("algo", ["sac", "td3"])
 def test_one_update_same_on_1_and_2_devices(report, algo):
-    assert report[f"{algo}_params_moved"] > 1e-4  # the update really changed something
-    assert report[f"{algo}_param_rel_diff"] < 1e-4
+    moved = report[f"{algo}_params_moved"]
+    assert moved > 1e-4  # the update really changed the parameters (lr 3e-4 Adam steps)
+    # Same parameters up to float32 reduction order: under 1% of the largest update.
+    assert report[f"{algo}_param_abs_diff"] < 1e-2 * moved
     assert report[f"{algo}_metric_rel_diff"] < 1e-4
 
 

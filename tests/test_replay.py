@@ -32,9 +32,7 @@ def test_insert_wraps_around_and_overwrites_oldest_slot():
     assert int(replay.filled) == 3
     assert int(replay.insert_slot) == 5 % 3
     assert int(replay_size(replay)) == 3 * 2
-    np.testing.assert_array_equal(
-        np.asarray(replay.data.rewards), [[40, 50, 30], [41, 51, 31]]
-    )
+    np.testing.assert_array_equal(np.asarray(replay.data.rewards), [[40, 50, 30], [41, 51, 31]])
     np.testing.assert_array_equal(np.asarray(replay.data.obs[1, 2]), [31, 31])
 
 

@@ -148,9 +148,7 @@ def _collect(config: TrainConfig, env: Env, agent: Agent, ts: TrainState, key: j
 
     def env_step(carry, k):
         env_state, explore, prev_done, ep_ret, ep_len, replay = carry
-        actions, explore = agent.explore(
-            ts.agent, explore, env_state.obs["obs"], prev_done, k
-        )
+        actions, explore = agent.explore(ts.agent, explore, env_state.obs["obs"], prev_done, k)
         nxt = step_env(env_state, actions)
         replay = replay_insert(replay, _transition(env_state, actions, nxt))
         done = nxt.terminated | nxt.truncated
@@ -213,7 +211,9 @@ def _make_update_block(config: TrainConfig, agent: Agent, example: TrainState):
         example.replay.data,
     )
     key_example = jax.ShapeDtypeStruct((2,), jnp.uint32)
-    _, critic_shapes = jax.eval_shape(agent.update_critic, example.agent, batch_example, key_example)
+    _, critic_shapes = jax.eval_shape(
+        agent.update_critic, example.agent, batch_example, key_example
+    )
     _, actor_shapes = jax.eval_shape(agent.update_actor, example.agent, batch_example, key_example)
 
     def zeros(shapes):
@@ -245,9 +245,7 @@ def _make_update_block(config: TrainConfig, agent: Agent, example: TrainState):
         n_actor = jnp.maximum(jnp.sum(did), 1)
         metrics = jax.tree.map(lambda v: jnp.mean(v, axis=0), cm)
         metrics.update(
-            jax.tree.map(
-                lambda v: jnp.sum(jnp.where(did, v, 0.0), axis=0) / n_actor, am
-            )
+            jax.tree.map(lambda v: jnp.sum(jnp.where(did, v, 0.0), axis=0) / n_actor, am)
         )
         return agent_state, metrics
 

@@ -49,9 +49,7 @@ def init_replay(example: Transition, n_slots: int) -> ReplayState:
     """An empty buffer shaped after ``example``, one env step of the batch: leaves ``[N, ...]``."""
     if n_slots <= 0:
         raise ValueError(f"replay_buffer_n must be positive, got {n_slots}")
-    data = jax.tree.map(
-        lambda x: jnp.zeros((x.shape[0], n_slots, *x.shape[1:]), x.dtype), example
-    )
+    data = jax.tree.map(lambda x: jnp.zeros((x.shape[0], n_slots, *x.shape[1:]), x.dtype), example)
     return ReplayState(data=data, insert_slot=jnp.int32(0), filled=jnp.int32(0))
 
 

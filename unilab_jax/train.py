@@ -55,9 +55,17 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
 
 
-def _add_dataclass_options(group, cls, skip=(), seen=None) -> list[str]:
-    """Add one ``--option`` per documented field of ``cls``; returns the field names added."""
+def _defaults(cls) -> dict:
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+def _add_dataclass_options(group, cls, skip=(), seen=None, other=None) -> list[str]:
+    """Add one ``--option`` per documented field of ``cls``; returns the field names added.
+
+    ``other`` is a second ``(label, dataclass)`` sharing some field names (TD3Config next to
+    SACConfig): a shared option shows both defaults."""
     docs = field_docs(cls)
+    other_defaults = _defaults(other[1]) if other else {}
     added = []
     for f in dataclasses.fields(cls):
         if f.name in skip or (seen is not None and f.name in seen):
@@ -66,15 +74,16 @@ def _add_dataclass_options(group, cls, skip=(), seen=None) -> list[str]:
         kind = _parse_bool if typ is bool else typ
         if typ not in (bool, int, float, str):
             continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        help_text = docs.get(f.name, "")
+        default = f"{f.default}"
+        if f.name in other_defaults and other_defaults[f.name] != f.default:
+            default = f"{f.default}; {other[0]}: {other_defaults[f.name]}"
         group.add_argument(
             _flag(f.name),
             dest=f.name,
             type=kind,
             default=argparse.SUPPRESS,
             metavar=typ.__name__.upper(),
-            help=f"{help_text} (default: {default})".replace("%", "%%"),
+            help=f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%"),
         )
         added.append(f.name)
         if seen is not None:
@@ -94,14 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
             "reference's (spec/reference_system.md). A task may suggest its C51 support "
             "(--v-min/--v-max) for its reward scale; explicit values win."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     run = parser.add_argument_group("run")
     run.add_argument(
         "--logger",
         choices=LOGGERS,
         default="tensorboard",
-        help="metrics backend besides the live console panel",
+        help="metrics backend besides the live console panel (default: tensorboard)",
     )
     run.add_argument(
         "--log-dir",
@@ -115,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(_train_fields=train_fields)
     seen: set[str] = set()
     sac = parser.add_argument_group("algorithm settings for --algo sac (SACConfig)")
-    _add_dataclass_options(sac, SACConfig, seen=seen)
+    _add_dataclass_options(sac, SACConfig, seen=seen, other=("td3", TD3Config))
     td3 = parser.add_argument_group(
-        "algorithm settings for --algo td3 (TD3Config); shared names above apply to both"
+        "algorithm settings for --algo td3 only (TD3Config); the shared ones are above"
     )
     _add_dataclass_options(td3, TD3Config, seen=seen)
     return parser
@@ -141,8 +149,7 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
     wrong = sorted(given - algo_fields)
     if wrong:
         raise ConfigError(
-            f"option(s) {', '.join(_flag(w) for w in wrong)} do not apply to --algo "
-            f"{config.algo}"
+            f"option(s) {', '.join(_flag(w) for w in wrong)} do not apply to --algo {config.algo}"
         )
     return config, {k: values[k] for k in given}
 

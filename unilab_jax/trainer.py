@@ -53,7 +53,9 @@ def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
     cls = ALGO_CONFIGS[algo]
     cfg = cls()
     if env.value_bounds is not None:
-        cfg = dataclasses.replace(cfg, v_min=float(env.value_bounds[0]), v_max=float(env.value_bounds[1]))
+        cfg = dataclasses.replace(
+            cfg, v_min=float(env.value_bounds[0]), v_max=float(env.value_bounds[1])
+        )
     overrides = dict(overrides or {})
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(overrides) - known)
@@ -84,7 +86,9 @@ class Trainer:
     def __init__(self, config: TrainConfig, algo_config: Any = None):
         config.validate(available_devices=len(jax.devices()))
         self.config = config
-        self.env = load(config.env, sim_backend=config.sim_backend, config_override=config.env_overrides)
+        self.env = load(
+            config.env, sim_backend=config.sim_backend, config_override=config.env_overrides
+        )
         if algo_config is None or isinstance(algo_config, dict):
             algo_config = resolve_algo_config(config.algo, self.env, algo_config)
         self.algo_config = algo_config
@@ -104,15 +108,18 @@ class Trainer:
         return self.init(jax.random.PRNGKey(seed))
 
     def step_fn(self, state: TrainState, num_iterations: int):
-        """The compiled step for ``num_iterations`` scanned iterations (compiled once per length)."""
+        """The compiled step running ``num_iterations`` iterations (compiled once per length)."""
         if num_iterations not in self._steps:
             jitted = make_train_step(
-                self.config, self.env, self.agent, self.mesh, num_iterations,
+                self.config,
+                self.env,
+                self.agent,
+                self.mesh,
+                num_iterations,
                 self.trace_counter,
             )
             self._steps[num_iterations] = jitted.lower(state).compile()
         return self._steps[num_iterations]
-
 
     def evaluate(self, state: TrainState, num_envs: int = 64, seed: int = 0) -> float:
         """Mean return of one deterministic episode in each of ``num_envs`` fresh envs."""
@@ -215,7 +222,11 @@ def train(
                 last_ckpt = str(ckpt.save(done_iters, state))
                 log.log_save(last_ckpt)
                 next_save = _next_multiple(done_iters, config.save_interval)
-        if ckpt is not None and done_iters > 0 and (last_ckpt is None or not last_ckpt.endswith(f"/{done_iters}")):
+        if (
+            ckpt is not None
+            and done_iters > 0
+            and (last_ckpt is None or not last_ckpt.endswith(f"/{done_iters}"))
+        ):
             last_ckpt = str(ckpt.save(done_iters, state))
             log.log_save(last_ckpt)
     except KeyboardInterrupt:
@@ -282,7 +293,11 @@ def _next_multiple(current: int, interval: int) -> int:
 def _record(metrics: dict, iteration: int, rows_per_iter: int, sec_per_iter: float) -> dict:
     episodes = float(np.sum(metrics["episodes"]))
     learning = np.asarray(metrics["learning"])
-    learner = {k: float(np.mean(np.asarray(v)[learning])) for k, v in metrics["learner"].items()} if learning.any() else {}
+    learner = (
+        {k: float(np.mean(np.asarray(v)[learning])) for k, v in metrics["learner"].items()}
+        if learning.any()
+        else {}
+    )
     return {
         "iteration": iteration,
         "env_steps": iteration * rows_per_iter,

@@ -20,8 +20,15 @@ Order of operations inside ``Env.step`` (so task authors know which task state e
 5. ``obs = task.observe(data, task_state)`` with the *new* task state;
 6. time limit, then automatic reset where ``terminated | truncated``.
 
-A physics state that diverges to non-finite values is treated as terminated (a safety net for very
-large batches) and its observation/reward are zeroed so no NaN reaches the learner.
+Non-finite physics is not masked here: a NaN observation or reward reaches the training loop,
+which stops with an error naming the env index and iteration (a silent reset would hide a
+broken model or reward).
+
+Resets compute kinematics only (positions, orientations), not a full ``mjx.forward``: the
+next ``mjx.step`` recomputes everything from ``qpos``/``qvel`` anyway, and the reset runs on
+every step under ``vmap`` (a select, not a branch), so its cost matters. A task whose
+``observe`` reads more than kinematics (sensors, velocities of bodies) sets
+``Task.reset_forward = True``.
 """
 
 from __future__ import annotations
@@ -96,6 +103,9 @@ class Task(abc.ABC):
 
     #: Suggested C51 value support for this task's returns at gamma 0.97 (None: no suggestion).
     value_bounds: tuple[float, float] | None = None
+    #: Run a full ``mjx.forward`` at reset (needed when ``observe`` reads sensors or body
+    #: velocities); kinematics alone otherwise.
+    reset_forward: bool = False
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -185,33 +195,28 @@ def apply_config_override(config: Any, override: Mapping[str, Any] | None) -> An
 class MjxPhysics:
     """MJX backend: builds ``mjx.Data`` from (qpos, qvel) and advances it by ``n_frames``."""
 
-    def __init__(self, model: mujoco.MjModel, n_frames: int) -> None:
+    def __init__(self, model: mujoco.MjModel, n_frames: int, reset_forward: bool = False) -> None:
         # Force the pure-JAX implementation so CPU and GPU runs use the same code path.
         self.mjx_model = mjx.put_model(model, impl="jax")
         self._template = mjx.make_data(self.mjx_model, impl="jax")
         self.n_frames = int(n_frames)
+        self.reset_forward = reset_forward
 
     def init(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
-        """Physics state at ``(qpos, qvel)`` with derived quantities (xpos, ...) computed."""
+        """Physics state at ``(qpos, qvel)`` with kinematics (xpos, xmat, ...) computed, or
+        everything (``mjx.forward``) when the task asks for it."""
         data = self._template.replace(
             qpos=jnp.asarray(qpos, self._template.qpos.dtype),
             qvel=jnp.asarray(qvel, self._template.qvel.dtype),
         )
-        return mjx.forward(self.mjx_model, data)
+        if self.reset_forward:
+            return mjx.forward(self.mjx_model, data)
+        return mjx.kinematics(self.mjx_model, data)
 
     def step(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
         """Apply ``ctrl`` and advance ``n_frames`` physics steps."""
         data = data.replace(ctrl=jnp.asarray(ctrl, data.ctrl.dtype))
         return jax.lax.fori_loop(0, self.n_frames, lambda _, d: mjx.step(self.mjx_model, d), data)
-
-
-def _finite(tree: Any) -> jax.Array:
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.ones((), bool)
-
-
-def _zero_nonfinite(tree: Any) -> Any:
-    return jax.tree.map(lambda x: jnp.where(jnp.isfinite(x), x, jnp.zeros_like(x)), tree)
 
 
 class Env:
@@ -226,7 +231,7 @@ class Env:
         self.task = task
         self.name = name
         self.sim_backend = sim_backend
-        self.physics = MjxPhysics(task.model, task.n_frames)
+        self.physics = MjxPhysics(task.model, task.n_frames, task.reset_forward)
 
     # ----------------------------------------------------------------- properties
     @property
@@ -302,11 +307,6 @@ class Env:
         obs = self._observe(data, task_state)
         metrics = self._metrics(components)
         reward = jnp.asarray(reward, jnp.float32)
-
-        # Safety net: a diverged simulation ends the episode and must not leak NaN/inf.
-        ok = _finite((data.qpos, data.qvel)) & _finite(obs) & jnp.isfinite(reward)
-        terminated = terminated | ~ok
-        obs, reward, metrics = _zero_nonfinite((obs, reward, metrics))
 
         step_count = state.step_count + 1
         truncated = step_count >= self.episode_length
