@@ -4,7 +4,8 @@ Budget: 1000 iterations x 32 envs = 32,000 env steps (8 updates of batch 256 per
 about 60-75 s each on 2 cores, compile included). Threshold: a deterministic evaluation over
 64 fresh episodes must average at least 130 (per-step reward in [-0.1, 1], 200 steps). For
 reference (measured over 64 episodes, see ``unilab_jax/envs/pendulum.py``): a uniform-random
-policy scores about 85, a hand-written energy-pumping + PD controller about 170.
+policy scores about 45, a hand-written energy-pumping + PD controller about 165. Measured here
+(seed 0, 2-core CPU): SAC eval 157.7, TD3 eval 160.2.
 """
 
 import pytest
@@ -13,7 +14,7 @@ from unilab_jax.config import TrainConfig
 from unilab_jax.trainer import train
 
 THRESHOLD = 130.0
-RANDOM_POLICY_RETURN = 85.0
+RANDOM_POLICY_RETURN = 45.0
 
 
 @pytest.mark.slow

@@ -262,8 +262,8 @@ def train(
     evaluated = "n/a" if eval_return is None else f"{eval_return:.3f}"
     log.finish(
         extra_summary=(
-            f"Final mean return: {final} | Best: {best} | Deterministic eval: {evaluated}\n"
-            f"Compile: {compile_time:.1f}s"
+            f"  Final mean return: {final} | Best: {best} | Deterministic eval: {evaluated}\n"
+            f"  Compile: {compile_time:.1f}s"
         )
     )
     return TrainResult(state=state, summary=summary, history=history)

@@ -34,7 +34,9 @@ every step under ``vmap`` (a select, not a branch), so its cost matters. A task 
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
+import io
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -44,7 +46,11 @@ import jax
 import jax.numpy as jnp
 import mujoco
 from flax import struct
-from mujoco import mjx
+
+# mujoco.mjx prints "Failed to import warp" when the optional MuJoCo-Warp backend is absent;
+# we always select MJX's JAX implementation, so the message is noise for our users.
+with contextlib.redirect_stdout(io.StringIO()):
+    from mujoco import mjx
 
 __all__ = [
     "CRITIC_KEY",
