@@ -123,3 +123,26 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
     config = json.loads((tmp_path / "run_config.json").read_text())
     assert config["algo"]["actor_hidden_dim"] == 16
     assert config["train"]["algo"] == "td3"
+
+
+def test_resume_continues_from_the_newest_checkpoint(tmp_path):
+    common = (
+        "--env", "PendulumSwingup", "--algo", "td3", "--num-envs", "8", "--replay-buffer-n",
+        "16", "--batch-size", "32", "--updates-per-step", "2", "--log-interval", "2",
+        "--save-interval", "2", "--actor-hidden-dim", "16", "--critic-hidden-dim", "32",
+        "--num-atoms", "11", "--eval-envs", "0", "--quiet",
+    )  # fmt: skip
+    first = run_cli(*common, "--max-iterations", "4", "--log-dir", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = run_cli(
+        *common, "--max-iterations", "6", "--log-dir", str(tmp_path / "b"),
+        "--resume", str(tmp_path / "a"),
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = json.loads((tmp_path / "b" / "run_summary.json").read_text())
+    assert summary["completed_iterations"] == 6  # 4 restored + 2 more, not 6 more
+    assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").iterdir()) == ["6"]
+    wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",
+                    "--resume", str(tmp_path / "a"))  # fmt: skip
+    assert wrong.returncode != 0
+    assert "does not fit this configuration" in wrong.stderr

@@ -116,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where logs and orbax checkpoints go (default: logs/<algo>/<env>/<time>_mjx)",
     )
+    run.add_argument(
+        "--resume",
+        default=None,
+        metavar="DIR",
+        help="continue from the newest orbax checkpoint in DIR (a run's log dir or its "
+        "checkpoints/ folder); the loop options must match that run's",
+    )
     run.add_argument("--quiet", action="store_true", help="no console output (summary JSON only)")
     run.add_argument("--list-envs", action="store_true", help="print the registered tasks and exit")
     loop = parser.add_argument_group("loop (TrainConfig)")
@@ -145,7 +152,7 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
         raise ConfigError(f"unknown algo {config.algo!r}; choose one of {', '.join(ALGOS)}")
     algo_fields = _fields(ALGO_CONFIGS[config.algo])
     given = {k for k in values if not k.startswith("_") and k not in train_kwargs}
-    given -= {"logger", "log_dir", "quiet", "list_envs"}
+    given -= {"logger", "log_dir", "quiet", "list_envs", "resume"}
     wrong = sorted(given - algo_fields)
     if wrong:
         raise ConfigError(
@@ -159,6 +166,25 @@ def _force_host_devices(n: int) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if n > 1 and "xla_force_host_platform_device_count" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+
+
+def _resume_state(trainer, resume: str):
+    """The newest checkpoint under ``resume``, restored into this trainer's state layout."""
+    from unilab_jax.checkpoint import restore_checkpoint
+
+    directory = Path(resume)
+    if (directory / "checkpoints").is_dir():
+        directory = directory / "checkpoints"
+    try:
+        return restore_checkpoint(directory, trainer.init_state())
+    except FileNotFoundError as err:
+        raise SystemExit(f"error: --resume {resume}: {err}") from None
+    except ValueError as err:
+        raise SystemExit(
+            f"error: --resume {resume}: the checkpoint does not fit this configuration ({err}); "
+            "use the same --env, --algo, --num-envs, --replay-buffer-n, --num-devices and "
+            "network settings as the run that wrote it (see its run_config.json)"
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +221,22 @@ def main(argv: list[str] | None = None) -> int:
         / f"{_dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{config.sim_backend}"
     )
     trainer = Trainer(config, algo_config)
-    result = train(config, trainer=trainer, log_dir=log_dir, logger=args.logger, quiet=args.quiet)
+    initial_state = _resume_state(trainer, args.resume) if args.resume else None
+    try:
+        result = train(
+            config,
+            trainer=trainer,
+            log_dir=log_dir,
+            logger=args.logger,
+            quiet=args.quiet,
+            initial_state=initial_state,
+        )
+    except KeyboardInterrupt:
+        # train() has already closed the live display (cursor restored); no traceback.
+        print(
+            f"\nInterrupted; checkpoints so far are in {log_dir / 'checkpoints'}", file=sys.stderr
+        )
+        return 130
     summary = dict(result.summary, log_dir=str(log_dir))
     (log_dir / "run_summary.json").write_text(json.dumps(summary, indent=2))
     (log_dir / "run_config.json").write_text(
