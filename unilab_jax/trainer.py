@@ -186,69 +186,34 @@ def train(
         if log_dir is not None and config.save_interval > 0
         else None
     )
-    history: list[dict] = []
     state = initial_state if initial_state is not None else trainer.init_state()
     start = time.perf_counter()
-    status = "completed"
-    last_ckpt = None
-    returns: list[float] = []
-    lengths: list[float] = []
-    rows_per_iter = config.num_envs * config.env_steps_per_sync
-    done_iters = int(state.iteration)
     try:
         log.start(status=f"Compiling the fused step ({config.num_devices} device(s))...")
+        done = int(state.iteration)
         compile_start = time.perf_counter()
-        block = min(config.log_interval, max(config.max_iterations - done_iters, 1))
-        trainer.step_fn(state, block)
+        trainer.step_fn(state, min(config.log_interval, max(config.max_iterations - done, 1)))
         compile_time = time.perf_counter() - compile_start
         log.log_status(f"Compiled in {compile_time:.1f}s")
-        next_save = _next_multiple(done_iters, config.save_interval)
-        while done_iters < config.max_iterations:
-            n = min(config.log_interval, config.max_iterations - done_iters)
-            step = trainer.step_fn(state, n)
-            t0 = time.perf_counter()
-            state, metrics = step(state)
-            metrics = jax.device_get(metrics)
-            elapsed = time.perf_counter() - t0
-            done_iters += n
-            record = _record(metrics, done_iters, rows_per_iter, elapsed / n)
-            _check_finite(metrics, done_iters - n, config.num_envs)
-            history.append(record)
-            if record["mean_return"] is not None:
-                returns.append(record["mean_return"])
-                lengths.append(record["mean_length"])
-            _log_block(log, config, record, returns, metrics, elapsed / n, rows_per_iter)
-            if ckpt is not None and done_iters >= next_save:
-                last_ckpt = str(ckpt.save(done_iters, state))
-                log.log_save(last_ckpt)
-                next_save = _next_multiple(done_iters, config.save_interval)
-        if (
-            ckpt is not None
-            and done_iters > 0
-            and (last_ckpt is None or not last_ckpt.endswith(f"/{done_iters}"))
-        ):
-            last_ckpt = str(ckpt.save(done_iters, state))
-            log.log_save(last_ckpt)
-    except KeyboardInterrupt:
-        status = "interrupted"
-        log.close()
-        raise
+        state, history, last_ckpt = _run_blocks(trainer, config, state, log, ckpt)
     except BaseException:
-        status = "failed"
-        log.close()
+        log.close()  # restores the terminal (cursor) after Ctrl+C or an error
         raise
     finally:
         if ckpt is not None:
             ckpt.close()
     wall = time.perf_counter() - start
     eval_return = None
-    if config.eval_envs > 0 and done_iters > 0:
+    done = int(state.iteration)
+    if config.eval_envs > 0 and done > 0:
         log.log_status(f"Evaluating the deterministic policy on {config.eval_envs} envs...")
         eval_return = trainer.evaluate(state, config.eval_envs, seed=config.seed + 1)
+    returns = [h["mean_return"] for h in history if h["mean_return"] is not None]
+    lengths = [h["mean_length"] for h in history if h["mean_length"] is not None]
     summary = {
-        "status": status,
-        "completed_iterations": done_iters,
-        "total_env_steps": done_iters * rows_per_iter,
+        "status": "completed",
+        "completed_iterations": done,
+        "total_env_steps": done * config.num_envs * config.env_steps_per_sync,
         "final_mean_reward": returns[-1] if returns else None,
         "best_mean_reward": max(returns) if returns else None,
         "mean_episode_length": lengths[-1] if lengths else None,
@@ -267,6 +232,36 @@ def train(
         )
     )
     return TrainResult(state=state, summary=summary, history=history)
+
+
+def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, log, ckpt):
+    """Run ``log_interval``-iteration blocks up to ``max_iterations``: log each block, save a
+    checkpoint when one is due and at the end. Returns (state, history, last checkpoint)."""
+    history: list[dict] = []
+    recent_returns: list[float] = []
+    rows_per_iter = config.num_envs * config.env_steps_per_sync
+    done = int(state.iteration)
+    next_save = _next_multiple(done, config.save_interval)
+    last_ckpt = None
+    while done < config.max_iterations:
+        n = min(config.log_interval, config.max_iterations - done)
+        step = trainer.step_fn(state, n)
+        t0 = time.perf_counter()
+        state, metrics = step(state)
+        metrics = jax.device_get(metrics)  # the one host sync per block
+        elapsed = time.perf_counter() - t0
+        _check_finite(metrics, done, config.num_envs)
+        done += n
+        record = _record(metrics, done, rows_per_iter, elapsed / n)
+        history.append(record)
+        if record["mean_return"] is not None:
+            recent_returns = (recent_returns + [record["mean_return"]])[-100:]
+        _log_block(log, config, record, recent_returns, rows_per_iter)
+        if ckpt is not None and (done >= next_save or done == config.max_iterations):
+            last_ckpt = str(ckpt.save(done, state))
+            log.log_save(last_ckpt)
+            next_save = _next_multiple(done, config.save_interval)
+    return state, history, last_ckpt
 
 
 # Fields the host loop reads per run; everything else shapes the compiled step.
@@ -327,20 +322,19 @@ def _check_finite(metrics: dict, first_iteration: int, num_envs: int) -> None:
         )
 
 
-def _log_block(log, config, record, returns, metrics, sec_per_iter, rows_per_iter) -> None:
+def _log_block(log, config, record, recent_returns, rows_per_iter) -> None:
     log.log_collector(record["env_steps"], record["buffer_rows"], record["mean_return"] or 0.0)
     if record["mean_length"] is not None:
         log.update_ep_length(record["mean_length"])
         log.update_done_rates(record["timeout_rate"] or 0.0, record["terminated_rate"] or 0.0)
     if not record["learning"]:
         log.log_buffer_fill(record["buffer_rows"], config.train_start_rows)
-    recent = returns[-100:]
     log.log_step(
         record["iteration"],
         metrics=record["learner"],
-        reward=float(np.mean(recent)) if recent else None,
-        reward_metrics={"mean_ep100": recent[-1]} if recent else None,
+        reward=float(np.mean(recent_returns)) if recent_returns else None,
+        reward_metrics={"mean_ep100": recent_returns[-1]} if recent_returns else None,
         reward_components=record["components"],
-        train_time=sec_per_iter,
+        train_time=record["sec_per_iter"],
         extra_info={"throughput_steps": rows_per_iter},
     )
