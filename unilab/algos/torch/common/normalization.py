@@ -1,0 +1,82 @@
+"""`EmpiricalNormalization`: running observation statistics, identical to the JAX normaliser.
+
+`forward(x) = (x - mean) / (std + eps)` with `std = sqrt(var)` and `eps = 1e-2`; `update(x)`
+merges a batch with Chan et al.'s parallel formula in float32, exactly as
+`unilab_jax.algos.normalizer.update_normalizer` does (same operation order), so torch and JAX
+statistics stay bit-for-bit comparable and convert exactly.
+
+Buffers keep the reference's names and shapes (`_mean`, `_var`, `_std` as `[1, D]`, `count`),
+so reference checkpoints load.
+
+Deviations from the reference:
+- `forward` never updates the statistics (the reference updated them in training mode on every
+  call, i.e. on replay-sampled observations inside `update_critic`). The learner's
+  `update_normalizers(obs, critic)` feeds freshly collected observations instead, as the JAX loop
+  does.
+- `count` is a float32 buffer (the reference used int64) because the JAX state holds it in
+  float32 and the merge weights `n_b / (n_a + n_b)` must round the same way.
+- No `until` cut-off (the JAX normaliser never freezes).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from unilab_jax.algos.normalizer import NORMALIZER_EPS
+
+__all__ = ["EmpiricalNormalization"]
+
+
+class EmpiricalNormalization(nn.Module):
+    """Normalise `[..., D]` inputs by running mean and standard deviation."""
+
+    def __init__(
+        self,
+        shape: int | tuple[int, ...],
+        device: torch.device | str | None = None,
+        eps: float = NORMALIZER_EPS,
+    ) -> None:
+        super().__init__()
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.eps = eps
+        # Prior mean 0, var 1 with count 0: the first update replaces it exactly.
+        self.register_buffer("_mean", torch.zeros(1, *shape, device=device))
+        self.register_buffer("_var", torch.ones(1, *shape, device=device))
+        self.register_buffer("_std", torch.ones(1, *shape, device=device))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float32, device=device))
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """Running mean `[D]`."""
+        return self._mean.squeeze(0).clone()
+
+    @property
+    def std(self) -> torch.Tensor:
+        """Running standard deviation `[D]` (population)."""
+        return self._std.squeeze(0).clone()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`(x - mean) / (std + eps)`; pure (see the module docstring)."""
+        return (x - self._mean) / (self._std + self.eps)
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Merge the rows of `x` `[M, D]` into the statistics (Chan's parallel update)."""
+        x = x.to(torch.float32).reshape(-1, *self._mean.shape[1:])
+        batch_count = torch.tensor(float(x.shape[0]), dtype=torch.float32, device=x.device)
+        batch_mean = torch.mean(x, dim=0, keepdim=True)
+        batch_var = torch.mean(torch.square(x - batch_mean), dim=0, keepdim=True)
+
+        count = self.count
+        total = count + batch_count
+        delta = batch_mean - self._mean
+        mean = self._mean + delta * (batch_count / total)
+        m2 = self._var * count + batch_var * batch_count
+        m2 = m2 + torch.square(delta) * (count * batch_count / total)
+        self._mean.copy_(mean)
+        self._var.copy_(m2 / total)
+        # torch's float32 CPU sqrt is not correctly rounded (it can differ from XLA's in the
+        # last bit); the float64 root rounded to float32 is, so `_std` equals JAX's sqrt(var).
+        self._std.copy_(torch.sqrt(self._var.to(torch.float64)).to(torch.float32))
+        self.count.copy_(total)

@@ -1,0 +1,526 @@
+"""FastSAC in PyTorch with UniLab's learner contract (reference §2.1), matched to `unilab_jax`.
+
+Per critic step (`update_critic`): `a', logpi' ~ pi(.|s')` from the *current* actor;
+`r' = r - gamma * bootstrap * alpha * logpi'` (entropy folded into the reward); each *target*
+net i projects its own next distribution (no min over critics); loss
+`sum_i mean_b CE(target_i, max(log_softmax(online_i), -30))`; AdamW(0.9, 0.95, wd). Then, with
+`use_autotune`, the temperature step `-alpha * mean(logpi' + target_entropy)` (AdamW with no
+decay, i.e. Adam). Per actor step: `mean(alpha * logpi - mean_i Q_i(s, a))`.
+`soft_update_target`: Polyak averaging of the critic only (no target actor).
+
+The update maths is a transcription of `unilab_jax.algos.sac` (same formulas, same operation
+order, same 1e-6 constants); `unilab.algos.torch.convert` moves weights, optimiser moments and
+normaliser statistics between the two exactly. Defaults are `SACConfig`'s, which the learner
+keeps as `config`.
+
+Deliberate deviations from the reference, all matching the JAX core:
+- `obs_normalization=True` really normalises: one `EmpiricalNormalization` for actor inputs
+  (`obs_normalizer`) and one for critic inputs (`critic_normalizer`); the reference flag was a
+  no-op. Statistics change only through `update_normalizers(obs, critic)`, which the runner
+  calls with freshly collected observations, never inside `update_critic`.
+- A step (critic, actor or temperature) is skipped when its loss *or* its gradient norm is
+  non-finite; metrics still report the computed values.
+- `critic_grad_norm` / `actor_grad_norm` are always the pre-clipping global norm.
+- `update_critic(batch, noise=None)` / `update_actor(batch, noise=None)` accept the standard
+  normal `[B, A]` draw, so a test can feed both frameworks the same noise.
+- Symmetry augmentation is not implemented (`use_symmetry=True` raises): no task of this
+  project has a mirror map, and the JAX core has none. `amp_dtype="fp16"` (GradScaler) is not
+  implemented; bf16 autocast is, on CUDA/XPU only, as in the reference. `use_amp`,
+  `use_compile` (CUDA only) and `world_size > 1` (gradient all-reduce; `torch.distributed` must
+  be initialised) follow the reference but are not exercised by the CPU tests.
+- The checkpoint adds `obs_normalizer` and `critic_normalizer` to the reference's keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from unilab.algos.torch.common import guarded_step, metrics_to_floats, polyak_update
+from unilab.algos.torch.common.networks import (
+    DistributionalQNetwork,
+    bootstrap_mask,
+    categorical_cross_entropy,
+    categorical_projection,
+    expected_value,
+    hidden_layers,
+)
+from unilab.algos.torch.common.normalization import EmpiricalNormalization
+from unilab_jax.algos.sac import SACConfig
+
+__all__ = [
+    "DistributionalQNetwork",
+    "FastSACLearner",
+    "SACActor",
+    "SACCritic",
+    "sample_tanh_gaussian",
+]
+
+_DEFAULTS = SACConfig()
+_LOG_2PI = math.log(2.0 * math.pi)
+Batch = Mapping[str, torch.Tensor]
+
+
+def sample_tanh_gaussian(
+    mean: torch.Tensor,
+    log_std: torch.Tensor,
+    noise: torch.Tensor,
+    action_scale: torch.Tensor,
+    action_bias: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reparameterised tanh-Gaussian sample and its log-probability, `[B, A] -> ([B, A], [B])`.
+
+    `u = mean + exp(log_std) * noise`, `y = tanh(u)`, action `y * scale + bias`,
+    `log pi = sum_dims [log N(u) - log(1 - y^2 + 1e-6) - log(scale + 1e-6)]`. The Gaussian term
+    is written from `noise` (not from `u - mean`), as the JAX core does, and `log(scale + 1e-6)`
+    is taken in float64 so that it rounds like the JAX Python constant.
+    """
+    u = mean + torch.exp(log_std) * noise
+    y = torch.tanh(u)
+    gaussian = -0.5 * (torch.square(noise) + 2.0 * log_std + _LOG_2PI)
+    log_scale = torch.log(action_scale.to(torch.float64) + 1e-6).to(mean.dtype)
+    log_prob = gaussian - torch.log(1.0 - torch.square(y) + 1e-6) - log_scale
+    return y * action_scale + action_bias, torch.sum(log_prob, dim=-1)
+
+
+class SACActor(nn.Module):
+    """Tanh-Gaussian policy: `(Linear -> LayerNorm|Identity -> SiLU) x 3`, zero-init heads."""
+
+    def __init__(
+        self,
+        n_obs: int,
+        n_act: int,
+        hidden_dim: int = _DEFAULTS.actor_hidden_dim,
+        use_layer_norm: bool = _DEFAULTS.use_layer_norm,
+        log_std_min: float = _DEFAULTS.log_std_min,
+        log_std_max: float = _DEFAULTS.log_std_max,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            *hidden_layers(n_obs, hidden_dim, "silu", use_layer_norm, norm_slot=True, device=device)
+        )
+        self.fc_mu = nn.Linear(hidden_dim // 4, n_act, device=device)
+        self.fc_logstd = nn.Linear(hidden_dim // 4, n_act, device=device)
+        # Zero heads: the first policy is mean 0 with log_std at the middle of its range.
+        for head in (self.fc_mu, self.fc_logstd):
+            nn.init.zeros_(head.weight)
+            nn.init.zeros_(head.bias)
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+        self.register_buffer("action_scale", torch.ones(n_act, device=device))
+        self.register_buffer("action_bias", torch.zeros(n_act, device=device))
+
+    def mean_and_log_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-squash `(mean, log_std)`, each `[B, A]`, with the reference's NaN guards."""
+        x = self.net(obs)
+        half_range = 0.5 * (self.log_std_max - self.log_std_min)
+        log_std = self.log_std_min + half_range * (torch.tanh(self.fc_logstd(x)) + 1.0)
+        mean = torch.nan_to_num(self.fc_mu(x).clamp(-10.0, 10.0), nan=0.0)
+        log_std = torch.nan_to_num(log_std, nan=self.log_std_min)
+        return mean, log_std
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`(tanh(mean) * scale + bias, mean, log_std)`."""
+        mean, log_std = self.mean_and_log_std(obs)
+        return torch.tanh(mean) * self.action_scale + self.action_bias, mean, log_std
+
+    def get_actions_and_log_probs(
+        self, obs: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Reparameterised `(actions [B, A], log_probs [B], log_std [B, A])`.
+
+        `noise` (standard normal `[B, A]`) replaces the internal draw when given.
+        """
+        mean, log_std = self.mean_and_log_std(obs)
+        if noise is None:
+            noise = torch.randn_like(mean)
+        actions, log_probs = sample_tanh_gaussian(
+            mean, log_std, noise, self.action_scale, self.action_bias
+        )
+        return actions, log_probs, log_std
+
+    @torch.no_grad()
+    def explore(
+        self,
+        obs: torch.Tensor,
+        dones: torch.Tensor | bool | None = None,
+        deterministic: bool = False,
+    ) -> torch.Tensor:
+        """A tanh-Gaussian sample (or `tanh(mean)` when deterministic); `dones` is ignored.
+
+        As in the reference, a bool passed as the second argument means `deterministic`.
+        """
+        if isinstance(dones, bool):
+            deterministic = dones
+        if deterministic:
+            return self(obs)[0]
+        return self.get_actions_and_log_probs(obs)[0]
+
+    def as_export_module(self) -> nn.Module:
+        """A single-input, single-output module (obs -> deterministic action) for ONNX."""
+        return _DeterministicPolicy(self)
+
+
+class _DeterministicPolicy(nn.Module):
+    def __init__(self, actor: SACActor) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor(obs)[0]
+
+
+class SACCritic(nn.Module):
+    """`num_q_networks` independent C51 nets (`qnets.i`), LayerNorm + SiLU."""
+
+    def __init__(
+        self,
+        n_obs: int,
+        n_act: int,
+        num_atoms: int = _DEFAULTS.num_atoms,
+        v_min: float = _DEFAULTS.v_min,
+        v_max: float = _DEFAULTS.v_max,
+        hidden_dim: int = _DEFAULTS.critic_hidden_dim,
+        num_q_networks: int = _DEFAULTS.num_q_networks,
+        use_layer_norm: bool = _DEFAULTS.use_layer_norm,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        self.qnets = nn.ModuleList(
+            DistributionalQNetwork(
+                n_obs,
+                n_act,
+                num_atoms,
+                v_min,
+                v_max,
+                hidden_dim,
+                activation="silu",
+                use_layer_norm=use_layer_norm,
+                norm_slot=True,
+                device=device,
+            )
+            for _ in range(num_q_networks)
+        )
+        self.register_buffer("q_support", torch.linspace(v_min, v_max, num_atoms, device=device))
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Logits of every net, stacked: `[E, B, K]`."""
+        return torch.stack([qnet(obs, actions) for qnet in self.qnets])
+
+    def get_value(self, probs: torch.Tensor) -> torch.Tensor:
+        """Expected value of `[..., K]` probabilities over the support."""
+        return expected_value(probs, self.q_support)
+
+
+class FastSACLearner:
+    """FastSAC learner: `actor`, `qnet`, `qnet_target`, `log_alpha`, three optimisers.
+
+    Batches are dicts of tensors with keys `obs, next_obs, actions, rewards, dones, truncated`
+    and optionally `critic, next_critic` (falling back to `obs, next_obs`, per ADR-0005).
+    Observations are raw; the learner normalises them itself, while `actor` works on normalised
+    inputs (act with `actor.explore(learner.obs_normalizer(obs))`). `update_count` counts
+    `update_critic` calls.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        critic_obs_dim: int | None = None,
+        device: torch.device | str = "cpu",
+        actor_hidden_dim: int = _DEFAULTS.actor_hidden_dim,
+        critic_hidden_dim: int = _DEFAULTS.critic_hidden_dim,
+        gamma: float = _DEFAULTS.gamma,
+        tau: float = _DEFAULTS.tau,
+        actor_lr: float = _DEFAULTS.actor_lr,
+        critic_lr: float = _DEFAULTS.critic_lr,
+        alpha_lr: float = _DEFAULTS.alpha_lr,
+        num_atoms: int = _DEFAULTS.num_atoms,
+        v_min: float = _DEFAULTS.v_min,
+        v_max: float = _DEFAULTS.v_max,
+        alpha_init: float = _DEFAULTS.alpha_init,
+        target_entropy_ratio: float = _DEFAULTS.target_entropy_ratio,
+        use_autotune: bool = _DEFAULTS.use_autotune,
+        weight_decay: float = _DEFAULTS.weight_decay,
+        max_grad_norm: float = _DEFAULTS.max_grad_norm,
+        num_q_networks: int = _DEFAULTS.num_q_networks,
+        use_layer_norm: bool = _DEFAULTS.use_layer_norm,
+        obs_normalization: bool = _DEFAULTS.obs_normalization,
+        log_std_min: float = _DEFAULTS.log_std_min,
+        log_std_max: float = _DEFAULTS.log_std_max,
+        use_amp: bool = False,
+        amp_dtype: str = "auto",
+        use_compile: bool = False,
+        use_symmetry: bool = False,
+        world_size: int = 1,
+    ) -> None:
+        if use_symmetry:
+            raise NotImplementedError("FastSACLearner: symmetry augmentation is not implemented")
+        self.device = torch.device(device)
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
+        self.config = SACConfig(
+            gamma=gamma,
+            tau=tau,
+            actor_lr=actor_lr,
+            critic_lr=critic_lr,
+            alpha_lr=alpha_lr,
+            alpha_init=alpha_init,
+            target_entropy_ratio=target_entropy_ratio,
+            use_autotune=use_autotune,
+            weight_decay=weight_decay,
+            max_grad_norm=max_grad_norm,
+            actor_hidden_dim=actor_hidden_dim,
+            critic_hidden_dim=critic_hidden_dim,
+            use_layer_norm=use_layer_norm,
+            num_q_networks=num_q_networks,
+            num_atoms=num_atoms,
+            v_min=v_min,
+            v_max=v_max,
+            log_std_min=log_std_min,
+            log_std_max=log_std_max,
+            obs_normalization=obs_normalization,
+        )
+        self.target_entropy = -action_dim * target_entropy_ratio
+        self.world_size = world_size
+        self.use_symmetry = False
+        self.update_count = 0
+
+        self.actor = SACActor(
+            obs_dim, action_dim, actor_hidden_dim, use_layer_norm, log_std_min, log_std_max, device
+        )
+        self.qnet = SACCritic(
+            self.critic_obs_dim,
+            action_dim,
+            num_atoms,
+            v_min,
+            v_max,
+            critic_hidden_dim,
+            num_q_networks,
+            use_layer_norm,
+            device,
+        )
+        self.qnet_target = copy.deepcopy(self.qnet).requires_grad_(False)
+        # Shape [1], as the reference stores it (the JAX state holds a scalar).
+        self.log_alpha = torch.tensor(
+            [math.log(alpha_init)], dtype=torch.float32, device=self.device, requires_grad=True
+        )
+        self.obs_normalizer = self._make_normalizer(obs_dim, obs_normalization)
+        self.critic_normalizer = self._make_normalizer(self.critic_obs_dim, obs_normalization)
+
+        fused = self.device.type == "cuda"
+        betas = _DEFAULTS.betas
+        self.actor_optimizer = torch.optim.AdamW(
+            self.actor.parameters(),
+            lr=actor_lr,
+            betas=betas,
+            weight_decay=weight_decay,
+            fused=fused,
+        )
+        self.q_optimizer = torch.optim.AdamW(
+            self.qnet.parameters(),
+            lr=critic_lr,
+            betas=betas,
+            weight_decay=weight_decay,
+            fused=fused,
+        )
+        # AdamW without decay is Adam, the JAX core's temperature optimiser.
+        self.alpha_optimizer = torch.optim.AdamW(
+            [self.log_alpha], lr=alpha_lr, betas=betas, weight_decay=0.0, fused=fused
+        )
+
+        amp_device = self.device.type in ("cuda", "xpu")
+        if use_amp and amp_device and amp_dtype == "fp16":
+            raise NotImplementedError("FastSACLearner: fp16 AMP (GradScaler) is not implemented")
+        self._amp = use_amp and amp_device
+        if use_compile and self.device.type == "cuda":
+            options = {"triton.cudagraphs": False}
+            self.compute_critic_loss = torch.compile(self.compute_critic_loss, options=options)
+            self.compute_actor_loss = torch.compile(self.compute_actor_loss, options=options)
+
+    def _make_normalizer(self, dim: int, enabled: bool) -> nn.Module:
+        return EmpiricalNormalization(dim, self.device) if enabled else nn.Identity()
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if not self._amp:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The current temperature `exp(log_alpha)` as a scalar (no gradient)."""
+        return self.log_alpha.detach().exp().reshape(())
+
+    # --- normalisation -----------------------------------------------------------------------
+
+    def update_normalizers(self, obs: torch.Tensor, critic: torch.Tensor | None = None) -> None:
+        """Merge freshly collected `obs [M, obs_dim]` / `critic [M, critic_dim]` into the stats.
+
+        A no-op without `obs_normalization`. `critic` falls back to `obs`.
+        """
+        if isinstance(self.obs_normalizer, EmpiricalNormalization):
+            self.obs_normalizer.update(obs)
+            self.critic_normalizer.update(obs if critic is None else critic)
+
+    def _normalized(self, batch: Batch) -> dict[str, torch.Tensor]:
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        critic = batch.get("critic", obs)
+        next_critic = batch.get("next_critic", next_obs)
+        dones = batch["dones"].reshape(-1)
+        truncated = batch.get("truncated", torch.zeros_like(dones)).reshape(-1)
+        with torch.no_grad():
+            return {
+                "obs": self.obs_normalizer(obs),
+                "next_obs": self.obs_normalizer(next_obs),
+                "critic": self.critic_normalizer(critic),
+                "next_critic": self.critic_normalizer(next_critic),
+                "actions": batch["actions"],
+                "rewards": batch["rewards"].reshape(-1).to(torch.float32),
+                "bootstrap": bootstrap_mask(dones, truncated),
+            }
+
+    # --- losses ------------------------------------------------------------------------------
+
+    def compute_critic_loss(
+        self, batch: Batch, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Distributional critic loss; differentiable in `qnet` only.
+
+        Returns `(loss, aux)` with aux `next_log_prob [B]`, `target_q_max`, `target_q_min`,
+        `target_probs [E, B, K]`.
+        """
+        b = self._normalized(batch)
+        config = self.config
+        support = self.qnet.q_support
+        with torch.no_grad(), self._autocast():
+            next_action, next_log_prob, _ = self.actor.get_actions_and_log_probs(
+                b["next_obs"], noise
+            )
+            soft_rewards = b["rewards"] - config.gamma * b["bootstrap"] * self.alpha * next_log_prob
+            target_logits = self.qnet_target(b["next_critic"], next_action).float()
+            target_probs = categorical_projection(
+                torch.softmax(target_logits, dim=-1),
+                soft_rewards,
+                b["bootstrap"],
+                config.gamma,
+                config.v_min,
+                config.v_max,
+                support,
+            )  # [E, B, K]: target net i is the target of online net i
+        with self._autocast():
+            logits = self.qnet(b["critic"], b["actions"]).float()  # [E, B, K]
+        ce = categorical_cross_entropy(target_probs, logits, log_prob_floor=-30.0)  # [E, B]
+        loss = torch.sum(torch.mean(ce, dim=-1))
+        values = expected_value(target_probs, support)  # [E, B]
+        aux = {
+            "next_log_prob": next_log_prob.float(),
+            "target_q_max": values.max(),
+            "target_q_min": values.min(),
+            "target_probs": target_probs,
+        }
+        return loss, aux
+
+    def compute_actor_loss(
+        self, batch: Batch, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """`mean(alpha * logpi - mean_i Q_i)`; the gradient is only used for the actor."""
+        b = self._normalized(batch)
+        with self._autocast():
+            actions, log_prob, log_std = self.actor.get_actions_and_log_probs(b["obs"], noise)
+            logits = self.qnet(b["critic"], actions).float()  # [E, B, K]
+        probs = torch.softmax(logits, dim=-1)
+        q = torch.mean(expected_value(probs, self.qnet.q_support), dim=0)  # [B]
+        log_prob = log_prob.float()
+        loss = torch.mean(self.alpha * log_prob - q)
+        aux = {
+            "policy_entropy": -torch.mean(log_prob).detach(),
+            "action_std": torch.mean(torch.exp(log_std.float())).detach(),
+        }
+        return loss, aux
+
+    # --- the learner contract ----------------------------------------------------------------
+
+    def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
+        """One critic step, then (with `use_autotune`) one temperature step.
+
+        `noise`: optional standard normal `[B, A]` for the next-action sample.
+        """
+        loss, aux = self.compute_critic_loss(batch, noise)
+        grad_norm, _ = guarded_step(
+            loss,
+            list(self.qnet.parameters()),
+            self.q_optimizer,
+            self.config.max_grad_norm,
+            self.world_size,
+        )
+        alpha_loss = torch.zeros((), device=self.device)
+        if self.config.use_autotune:
+            # -alpha * mean(logpi' + H_target): the mean first, as the JAX core computes it.
+            entropy_error = torch.mean(aux["next_log_prob"] + self.target_entropy).detach()
+            alpha_loss = -(torch.exp(self.log_alpha.reshape(())) * entropy_error)
+            guarded_step(alpha_loss, [self.log_alpha], self.alpha_optimizer, 0.0, self.world_size)
+        self.update_count += 1
+        return metrics_to_floats(
+            {
+                "qf_loss": loss,
+                "critic_grad_norm": grad_norm,
+                "target_q_max": aux["target_q_max"],
+                "target_q_min": aux["target_q_min"],
+                "alpha_loss": alpha_loss,
+                "alpha": self.alpha,
+            }
+        )
+
+    def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
+        """One actor step. `noise`: optional standard normal `[B, A]` for the action sample."""
+        loss, aux = self.compute_actor_loss(batch, noise)
+        grad_norm, _ = guarded_step(
+            loss,
+            list(self.actor.parameters()),
+            self.actor_optimizer,
+            self.config.max_grad_norm,
+            self.world_size,
+        )
+        return metrics_to_floats({"actor_loss": loss, "actor_grad_norm": grad_norm, **aux})
+
+    def soft_update_target(self) -> None:
+        """Polyak-average the critic into `qnet_target` with rate `tau`."""
+        polyak_update(self.qnet_target, self.qnet, self.config.tau)
+
+    def get_state_dict(self) -> dict[str, Any]:
+        """Checkpoint: the reference's keys plus `obs_normalizer` and `critic_normalizer`."""
+        return {
+            "actor": self.actor.state_dict(),
+            "qnet": self.qnet.state_dict(),
+            "qnet_target": self.qnet_target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "q_optimizer": self.q_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "update_count": self.update_count,
+            "obs_normalizer": self.obs_normalizer.state_dict(),
+            "critic_normalizer": self.critic_normalizer.state_dict(),
+        }
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore `get_state_dict()`; reference checkpoints (no normalisers) load too."""
+        self.actor.load_state_dict(state_dict["actor"])
+        self.qnet.load_state_dict(state_dict["qnet"])
+        self.qnet_target.load_state_dict(state_dict["qnet_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(torch.as_tensor(state_dict["log_alpha"]).reshape(1))
+        self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
+        self.q_optimizer.load_state_dict(state_dict["q_optimizer"])
+        self.alpha_optimizer.load_state_dict(state_dict["alpha_optimizer"])
+        self.update_count = int(state_dict["update_count"])
+        for key in ("obs_normalizer", "critic_normalizer"):
+            if key in state_dict:
+                getattr(self, key).load_state_dict(state_dict[key])

@@ -1,0 +1,374 @@
+"""FastTD3 in PyTorch with UniLab's learner contract (reference §2.3), matched to `unilab_jax`.
+
+Per critic step (`update_critic`): target-policy smoothing with the *online* actor,
+`a' = clip(mu(s') + clip(policy_noise * N(0, 1), +-noise_clip), -1, 1)`; both target nets
+project `r + bootstrap * gamma * Z'`; with clipped double Q (`use_cdq`) the projected
+distribution with the lower expected value (per row; ties pick net 2, `where(v1 < v2, p1, p2)`)
+is the target of both online nets; loss `CE_1 + CE_2`; AdamW (betas 0.9, 0.999, wd 0.1) with
+global-norm clipping. Per actor step: `-mean(min(Q1, Q2))` (the mean of the two without CDQ).
+`soft_update_target`: Polyak averaging of the critic only; `actor_target` exists for checkpoint
+compatibility and is never updated.
+
+The maths is a transcription of `unilab_jax.algos.td3` (same order of operations);
+`unilab.algos.torch.convert` moves the state to and from a `TD3State` exactly. Defaults are
+`TD3Config`'s, which the learner keeps as `config`.
+
+Deliberate deviations from the reference, all matching the JAX core:
+- `TD3Actor.noise_scales` is a plain tensor attribute, not a buffer: it is not in the actor's
+  `state_dict`, so a weight sync (`actor.load_state_dict(learner.actor.state_dict())`) no longer
+  overwrites the collector's per-env scales, and per-env resampling on `dones` persists. A
+  reference checkpoint's `noise_scales` / `log_std_min` / `log_std_max` entries are ignored on
+  load. The scales resize themselves when `explore` sees a different number of envs.
+- Observation normalisation covers actor inputs (`obs_normalizer`) *and* critic inputs
+  (`critic_normalizer`); the reference normalised actor inputs only. Statistics change only via
+  `update_normalizers(obs, critic)` (freshly collected rows), not inside `update_critic` on
+  replay samples; one epsilon (1e-2) for acting and learning.
+- Clipping uses `max_grad_norm` (0 = off) instead of "10 whenever weight_decay > 0".
+- A step is skipped when the loss *or* the gradient norm is non-finite; a skipped step still
+  reports the computed metrics (the reference returned NaNs).
+- `update_critic(batch, noise=None)` accepts the standard normal `[B, A]` smoothing draw.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from unilab.algos.torch.common import guarded_step, metrics_to_floats, polyak_update
+from unilab.algos.torch.common.networks import (
+    Critic,
+    bootstrap_mask,
+    categorical_cross_entropy,
+    categorical_projection,
+    expected_value,
+    hidden_layers,
+)
+from unilab.algos.torch.common.normalization import EmpiricalNormalization
+from unilab_jax.algos.td3 import TD3Config
+
+__all__ = ["FastTD3Learner", "TD3Actor", "cdq_target"]
+
+_DEFAULTS = TD3Config()
+# The reference yaml's exploration range (log std); TD3Config holds exp() of these.
+_LOG_STD_MIN = -1.6
+_LOG_STD_MAX = -0.22
+# Reference actor buffers that older checkpoints carry; they are state, not weights, here.
+_LEGACY_ACTOR_KEYS = ("noise_scales", "log_std_min", "log_std_max", "std_min", "std_max")
+Batch = Mapping[str, torch.Tensor]
+
+
+class TD3Actor(nn.Module):
+    """Deterministic policy `(Linear -> ReLU) x 3 -> Linear -> tanh` with per-env exploration."""
+
+    def __init__(
+        self,
+        n_obs: int,
+        n_act: int,
+        num_envs: int = 1,
+        init_scale: float = _DEFAULTS.init_scale,
+        hidden_dim: int = _DEFAULTS.actor_hidden_dim,
+        log_std_min: float = _LOG_STD_MIN,
+        log_std_max: float = _LOG_STD_MAX,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        layers = hidden_layers(n_obs, hidden_dim, "relu", False, norm_slot=False, device=device)
+        self.net = nn.Sequential(*layers)
+        self.fc_mu = nn.Sequential(nn.Linear(hidden_dim // 4, n_act, device=device), nn.Tanh())
+        nn.init.normal_(self.fc_mu[0].weight, 0.0, init_scale)
+        nn.init.zeros_(self.fc_mu[0].bias)
+        self.std_min = math.exp(log_std_min)
+        self.std_max = math.exp(log_std_max)
+        # A plain attribute (not a buffer): exploration state, kept out of `state_dict`.
+        self.noise_scales = self.sample_noise_scales(num_envs, device)
+        self.register_load_state_dict_pre_hook(_drop_legacy_actor_keys)
+
+    def sample_noise_scales(
+        self, num_envs: int, device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """Per-env std `[num_envs, 1]`, uniform in `[std_min, std_max]`."""
+        u = torch.rand(num_envs, 1, device=device)
+        return u * (self.std_max - self.std_min) + self.std_min
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The deterministic action `tanh(mu(obs))`: `[B, A]` in [-1, 1]."""
+        return self.fc_mu(self.net(obs))
+
+    @torch.no_grad()
+    def explore(
+        self,
+        obs: torch.Tensor,
+        dones: torch.Tensor | bool | None = None,
+        deterministic: bool = False,
+    ) -> torch.Tensor:
+        """`clip(mu(obs) + N(0, 1) * scale_env, -1, 1)`; envs with `dones > 0` get a new scale.
+
+        A bool passed as the second argument means `deterministic`, as in the reference.
+        """
+        if isinstance(dones, bool):
+            deterministic, dones = dones, None
+        action = self(obs)
+        if deterministic:
+            return action
+        num_envs = obs.shape[0]
+        if self.noise_scales.shape[0] != num_envs or self.noise_scales.device != obs.device:
+            self.noise_scales = self.sample_noise_scales(num_envs, obs.device)
+        if dones is not None:
+            done = dones.reshape(-1, 1).to(obs.device) > 0
+            fresh = self.sample_noise_scales(num_envs, obs.device)
+            self.noise_scales = torch.where(done, fresh, self.noise_scales)
+        noise = torch.randn_like(action) * self.noise_scales
+        return torch.clamp(action + noise, -1.0, 1.0)
+
+
+def _drop_legacy_actor_keys(
+    module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
+) -> None:
+    """Load-time hook: reference checkpoints keep exploration buffers; never load them."""
+    del module, args
+    for key in _LEGACY_ACTOR_KEYS:
+        state_dict.pop(prefix + key, None)
+
+
+def cdq_target(projected: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Clipped double Q on distributions: `[2, B, K]` projections, `[2, B]` their values.
+
+    Per row, the distribution of the net with the lower expected value becomes the target of
+    both nets; a tie picks net 2 (`where(v1 < v2, p1, p2)`, as the reference and the JAX core).
+    """
+    lower = torch.where((values[0] < values[1])[:, None], projected[0], projected[1])  # [B, K]
+    return lower.expand_as(projected)
+
+
+class FastTD3Learner:
+    """FastTD3 learner: `actor`, `actor_target`, twin C51 `qnet` / `qnet_target`, two AdamW.
+
+    Batches are dicts of tensors with keys `obs, next_obs, actions, rewards, dones, truncated`
+    and optionally `critic, next_critic` (falling back to `obs, next_obs`, per ADR-0005).
+    Observations are raw; `actor` works on normalised inputs
+    (`actor.explore(learner.obs_normalizer(obs), dones)`). `update_count` counts
+    `update_critic` calls.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        critic_obs_dim: int | None = None,
+        device: torch.device | str = "cpu",
+        num_envs: int = 1,
+        actor_hidden_dim: int = _DEFAULTS.actor_hidden_dim,
+        critic_hidden_dim: int = _DEFAULTS.critic_hidden_dim,
+        gamma: float = _DEFAULTS.gamma,
+        tau: float = _DEFAULTS.tau,
+        actor_lr: float = _DEFAULTS.actor_lr,
+        critic_lr: float = _DEFAULTS.critic_lr,
+        weight_decay: float = _DEFAULTS.weight_decay,
+        max_grad_norm: float = _DEFAULTS.max_grad_norm,
+        num_atoms: int = _DEFAULTS.num_atoms,
+        v_min: float = _DEFAULTS.v_min,
+        v_max: float = _DEFAULTS.v_max,
+        policy_noise: float = _DEFAULTS.policy_noise,
+        noise_clip: float = _DEFAULTS.noise_clip,
+        log_std_min: float = _LOG_STD_MIN,
+        log_std_max: float = _LOG_STD_MAX,
+        init_scale: float = _DEFAULTS.init_scale,
+        use_cdq: bool = _DEFAULTS.use_cdq,
+        obs_normalization: bool = _DEFAULTS.obs_normalization,
+    ) -> None:
+        self.device = torch.device(device)
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
+        self.config = TD3Config(
+            gamma=gamma,
+            tau=tau,
+            actor_lr=actor_lr,
+            critic_lr=critic_lr,
+            weight_decay=weight_decay,
+            max_grad_norm=max_grad_norm,
+            actor_hidden_dim=actor_hidden_dim,
+            critic_hidden_dim=critic_hidden_dim,
+            num_atoms=num_atoms,
+            v_min=v_min,
+            v_max=v_max,
+            policy_noise=policy_noise,
+            noise_clip=noise_clip,
+            std_min=math.exp(log_std_min),
+            std_max=math.exp(log_std_max),
+            init_scale=init_scale,
+            use_cdq=use_cdq,
+            obs_normalization=obs_normalization,
+        )
+        self.update_count = 0
+
+        self.actor = TD3Actor(
+            obs_dim,
+            action_dim,
+            num_envs,
+            init_scale,
+            actor_hidden_dim,
+            log_std_min,
+            log_std_max,
+            device,
+        )
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.qnet = Critic(
+            self.critic_obs_dim, action_dim, num_atoms, v_min, v_max, critic_hidden_dim, device
+        )
+        self.qnet_target = copy.deepcopy(self.qnet).requires_grad_(False)
+        self.obs_normalizer = self._make_normalizer(obs_dim, obs_normalization)
+        self.critic_normalizer = self._make_normalizer(self.critic_obs_dim, obs_normalization)
+
+        fused = self.device.type == "cuda"
+        self.actor_optimizer = torch.optim.AdamW(
+            self.actor.parameters(), lr=actor_lr, weight_decay=weight_decay, fused=fused
+        )
+        self.q_optimizer = torch.optim.AdamW(
+            self.qnet.parameters(), lr=critic_lr, weight_decay=weight_decay, fused=fused
+        )
+
+    def _make_normalizer(self, dim: int, enabled: bool) -> nn.Module:
+        return EmpiricalNormalization(dim, self.device) if enabled else nn.Identity()
+
+    # --- normalisation -----------------------------------------------------------------------
+
+    def update_normalizers(self, obs: torch.Tensor, critic: torch.Tensor | None = None) -> None:
+        """Merge freshly collected `obs [M, obs_dim]` / `critic [M, critic_dim]` into the stats.
+
+        A no-op without `obs_normalization`. `critic` falls back to `obs`.
+        """
+        if isinstance(self.obs_normalizer, EmpiricalNormalization):
+            self.obs_normalizer.update(obs)
+            self.critic_normalizer.update(obs if critic is None else critic)
+
+    def _normalized(self, batch: Batch) -> dict[str, torch.Tensor]:
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        critic = batch.get("critic", obs)
+        next_critic = batch.get("next_critic", next_obs)
+        dones = batch["dones"].reshape(-1)
+        truncated = batch.get("truncated", torch.zeros_like(dones)).reshape(-1)
+        with torch.no_grad():
+            return {
+                "obs": self.obs_normalizer(obs),
+                "next_obs": self.obs_normalizer(next_obs),
+                "critic": self.critic_normalizer(critic),
+                "next_critic": self.critic_normalizer(next_critic),
+                "actions": batch["actions"],
+                "rewards": batch["rewards"].reshape(-1).to(torch.float32),
+                "bootstrap": bootstrap_mask(dones, truncated),
+            }
+
+    # --- losses ------------------------------------------------------------------------------
+
+    def compute_critic_loss(
+        self, batch: Batch, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Twin distributional loss; differentiable in `qnet` only.
+
+        `noise`: standard normal `[B, A]` (scaled by `policy_noise` and clipped here). Returns
+        `(loss, aux)` with aux `qf_max` / `qf_min` (net 1's projected target values, as the
+        reference logs) and `target_probs [2, B, K]`.
+        """
+        b = self._normalized(batch)
+        config = self.config
+        support = self.qnet.q_support
+        with torch.no_grad():
+            mu = self.actor(b["next_obs"])
+            if noise is None:
+                noise = torch.randn_like(mu)
+            clipped = torch.clamp(
+                noise * config.policy_noise, -config.noise_clip, config.noise_clip
+            )
+            next_action = torch.clamp(mu + clipped, -1.0, 1.0)
+            target_logits = torch.stack(self.qnet_target(b["next_critic"], next_action))
+            projected = categorical_projection(
+                torch.softmax(target_logits, dim=-1),
+                b["rewards"],
+                b["bootstrap"],
+                config.gamma,
+                config.v_min,
+                config.v_max,
+                support,
+            )  # [2, B, K]
+            values = expected_value(projected, support)  # [2, B]
+            target_probs = cdq_target(projected, values) if config.use_cdq else projected
+        logits = torch.stack(self.qnet(b["critic"], b["actions"]))  # [2, B, K]
+        loss = torch.sum(torch.mean(categorical_cross_entropy(target_probs, logits), dim=-1))
+        aux = {
+            "qf_max": values[0].max(),
+            "qf_min": values[0].min(),
+            "target_probs": target_probs,
+        }
+        return loss, aux
+
+    def compute_actor_loss(self, batch: Batch) -> torch.Tensor:
+        """`-mean(min(Q1, Q2))` (mean of the two without CDQ); used for the actor only."""
+        b = self._normalized(batch)
+        logits = torch.stack(self.qnet(b["critic"], self.actor(b["obs"])))  # [2, B, K]
+        q = expected_value(torch.softmax(logits, dim=-1), self.qnet.q_support)  # [2, B]
+        q = torch.min(q, dim=0).values if self.config.use_cdq else torch.mean(q, dim=0)
+        return -torch.mean(q)
+
+    # --- the learner contract ----------------------------------------------------------------
+
+    def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
+        """One critic step. `noise`: optional standard normal `[B, A]` smoothing draw."""
+        loss, aux = self.compute_critic_loss(batch, noise)
+        grad_norm, _ = guarded_step(
+            loss, list(self.qnet.parameters()), self.q_optimizer, self.config.max_grad_norm
+        )
+        self.update_count += 1
+        return metrics_to_floats(
+            {
+                "qf_loss": loss,
+                "qf_max": aux["qf_max"],
+                "qf_min": aux["qf_min"],
+                "critic_grad_norm": grad_norm,
+            }
+        )
+
+    def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
+        """One actor step. `noise` is accepted for symmetry with FastSAC and unused."""
+        del noise  # the deterministic actor loss draws no noise
+        loss = self.compute_actor_loss(batch)
+        grad_norm, _ = guarded_step(
+            loss, list(self.actor.parameters()), self.actor_optimizer, self.config.max_grad_norm
+        )
+        return metrics_to_floats({"actor_loss": loss, "actor_grad_norm": grad_norm})
+
+    def soft_update_target(self) -> None:
+        """Polyak-average the critic into `qnet_target` with rate `tau` (no actor target)."""
+        polyak_update(self.qnet_target, self.qnet, self.config.tau)
+
+    def get_state_dict(self) -> dict[str, Any]:
+        """Checkpoint: the reference's keys plus `critic_normalizer`."""
+        return {
+            "actor": self.actor.state_dict(),
+            "actor_target": self.actor_target.state_dict(),
+            "qnet": self.qnet.state_dict(),
+            "qnet_target": self.qnet_target.state_dict(),
+            "obs_normalizer": self.obs_normalizer.state_dict(),
+            "critic_normalizer": self.critic_normalizer.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "q_optimizer": self.q_optimizer.state_dict(),
+            "update_count": self.update_count,
+        }
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore `get_state_dict()`; reference checkpoints (no critic normaliser) load too."""
+        self.actor.load_state_dict(state_dict["actor"])
+        self.actor_target.load_state_dict(state_dict["actor_target"])
+        self.qnet.load_state_dict(state_dict["qnet"])
+        self.qnet_target.load_state_dict(state_dict["qnet_target"])
+        self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
+        self.q_optimizer.load_state_dict(state_dict["q_optimizer"])
+        self.update_count = int(state_dict["update_count"])
+        for key in ("obs_normalizer", "critic_normalizer"):
+            if key in state_dict:
+                getattr(self, key).load_state_dict(state_dict[key])
