@@ -240,4 +240,4 @@ def test_override_applies_to_model() -> None:
 def test_unsupported_sim_backend(backend: str) -> None:
     with pytest.raises(ValueError, match="only 'mjx' is implemented") as info:
         load("PendulumSwingup", sim_backend=backend)
-    assert "mujoco" in str(info.value) and "planned" in str(info.value)
+    assert "mujoco" in str(info.value) and "make(" in str(info.value)

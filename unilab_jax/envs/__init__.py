@@ -1,8 +1,15 @@
 """Environments: a functional task API over MJX physics, a registry and built-in tasks.
 
+Functional and jittable (MJX), for the JAX core:
+
 >>> env = load("PendulumSwingup")            # doctest: +SKIP
 >>> state = jax.vmap(env.reset)(keys)          # doctest: +SKIP
 >>> state = jax.jit(jax.vmap(env.step))(state, actions)  # doctest: +SKIP
+
+Vectorised and numpy-facing, on C MuJoCo (CPU threads) or MJX, for the torch collector:
+
+>>> with make("CheetahRun", 1024, sim_backend="mujoco") as venv:  # doctest: +SKIP
+...     state = venv.step(actions)            # obs, reward, terminated, truncated, ...
 """
 
 from unilab_jax.envs.base import Env, EnvState, Task
@@ -10,17 +17,33 @@ from unilab_jax.envs.registry import (
     UnknownEnvError,
     default_config,
     load,
+    make_task,
     register,
     registered_names,
 )
+from unilab_jax.envs.vec_env import (
+    VEC_SIM_BACKENDS,
+    ActionSpace,
+    MjxVecEnv,
+    VecEnv,
+    VecEnvState,
+    make,
+)
 
 __all__ = [
+    "VEC_SIM_BACKENDS",
+    "ActionSpace",
     "Env",
     "EnvState",
+    "MjxVecEnv",
     "Task",
     "UnknownEnvError",
+    "VecEnv",
+    "VecEnvState",
     "default_config",
     "load",
+    "make",
+    "make_task",
     "register",
     "registered_names",
 ]

@@ -2,11 +2,13 @@
 
 A :class:`Task` is a set of pure functions over a physics ``data`` object (anything with
 ``mjx.Data``-named fields: ``qpos``, ``qvel``, ``xpos``, ``xmat``, ``sensordata``, ...) plus an
-``mujoco.MjModel``. Tasks never call MJX themselves, so the same observation and reward math can
-later be reused by a C-MuJoCo backend that steps a batch on CPU threads.
+``mujoco.MjModel``. Tasks never call MJX themselves, so the same observation and reward math is
+reused by the C-MuJoCo backend (``unilab_jax.envs.mujoco_backend``) that steps a batch on CPU
+threads.
 
-:class:`Env` binds a task to a physics backend (only ``"mjx"`` today) and exposes a single,
-unbatched environment: ``reset(key)`` and ``step(state, action)``. Callers ``jax.vmap`` both.
+:class:`Env` binds a task to the MJX physics backend and exposes a single, unbatched, jittable
+environment: ``reset(key)`` and ``step(state, action)``. Callers ``jax.vmap`` both. (C MuJoCo
+cannot be jitted, so it is only reachable through the vectorised ``envs.make``.)
 ``step`` resets automatically when an episode ends and keeps the true last observation in
 ``EnvState.final_obs``.
 
@@ -60,7 +62,10 @@ __all__ = [
     "MjxPhysics",
     "Task",
     "apply_config_override",
+    "draw_initial_conditions",
     "load_packaged_model",
+    "observation_groups",
+    "reward_metrics",
 ]
 
 OBS_KEY = "obs"
@@ -198,6 +203,39 @@ def apply_config_override(config: Any, override: Mapping[str, Any] | None) -> An
     return dataclasses.replace(config, **dict(override))
 
 
+def draw_initial_conditions(
+    task: Task, key: jax.Array
+) -> tuple[jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
+    """The random part of a reset: ``(qpos, qvel, task_state, carried_key)`` from ``key``.
+
+    Shared by :meth:`Env.reset` and the C-MuJoCo backend so that both backends draw exactly the
+    same episode from the same key (the parity tests rely on it).
+    """
+    key, k_init, k_task = jax.random.split(key, 3)
+    qpos, qvel = task.init_qpos_qvel(k_init)
+    task_state = task.init_task_state(k_task)
+    return qpos, qvel, task_state, key
+
+
+def observation_groups(
+    task: Task, data: Any, task_state: dict[str, jax.Array]
+) -> dict[str, jax.Array]:
+    """``task.observe`` with the ``"critic"`` group defaulted to ``"obs"`` and float32 leaves.
+
+    One function for every backend, so the groups and dtypes cannot drift between them.
+    """
+    groups = dict(task.observe(data, task_state))
+    if OBS_KEY not in groups:
+        raise KeyError(f"{type(task).__name__}.observe must return an {OBS_KEY!r} group")
+    groups.setdefault(CRITIC_KEY, groups[OBS_KEY])
+    return {k: jnp.asarray(v, jnp.float32) for k, v in groups.items()}
+
+
+def reward_metrics(components: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+    """Reward components as logged metrics: keys ``"reward/<name>"``, float32 values."""
+    return {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in components.items()}
+
+
 class MjxPhysics:
     """MJX backend: builds ``mjx.Data`` from (qpos, qvel) and advances it by ``n_frames``."""
 
@@ -231,8 +269,9 @@ class Env:
     def __init__(self, task: Task, name: str, sim_backend: str = "mjx") -> None:
         if sim_backend != "mjx":
             raise ValueError(
-                f"Unknown sim_backend {sim_backend!r}: only 'mjx' is implemented so far "
-                "('mujoco', C MuJoCo on CPU threads, is planned)."
+                f"Unsupported sim_backend {sim_backend!r} for the functional Env: only 'mjx' is "
+                "implemented (C MuJoCo is not jittable; use unilab_jax.envs.make(name, num_envs, "
+                "sim_backend='mujoco') for the CPU backend)."
             )
         self.task = task
         self.name = name
@@ -263,22 +302,16 @@ class Env:
 
     # ----------------------------------------------------------------- internals
     def _observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        groups = dict(self.task.observe(data, task_state))
-        if OBS_KEY not in groups:
-            raise KeyError(f"{type(self.task).__name__}.observe must return an {OBS_KEY!r} group")
-        groups.setdefault(CRITIC_KEY, groups[OBS_KEY])
-        return {k: jnp.asarray(v, jnp.float32) for k, v in groups.items()}
+        return observation_groups(self.task, data, task_state)
 
     @staticmethod
     def _metrics(components: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        return {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in components.items()}
+        return reward_metrics(components)
 
     # ----------------------------------------------------------------- API
     def reset(self, key: jax.Array) -> EnvState:
         """Start one episode from ``key``."""
-        key, k_init, k_task = jax.random.split(key, 3)
-        qpos, qvel = self.task.init_qpos_qvel(k_init)
-        task_state = self.task.init_task_state(k_task)
+        qpos, qvel, task_state, key = draw_initial_conditions(self.task, key)
         data = self.physics.init(qpos, qvel)
         obs = self._observe(data, task_state)
         # Evaluate the reward once only to learn the component names/shapes; XLA drops the math.

@@ -2,7 +2,9 @@
 
 Each entry is a factory (``config -> Task``, usually the task class) plus its default frozen
 dataclass config. ``load(name, sim_backend, config_override)`` replaces config fields, builds the
-task and binds it to a physics backend. Later issues add tasks with :func:`register`.
+task and binds it to the MJX backend (the functional, jittable API). The numpy-facing vectorised
+env on either backend is ``unilab_jax.envs.make`` (``vec_env.py``), which builds its task with
+:func:`make_task`. Later issues add tasks with :func:`register`.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ __all__ = [
     "UnknownEnvError",
     "default_config",
     "load",
+    "make_task",
     "register",
     "registered_names",
 ]
 
-#: Backends ``load`` accepts today; "mujoco" (C MuJoCo on CPU threads) is planned.
+#: Backends the functional ``load`` accepts. C MuJoCo ("mujoco") is not jittable, so it is only
+#: available through the vectorised ``unilab_jax.envs.make``.
 SIM_BACKENDS = ("mjx",)
 
 
@@ -77,20 +81,31 @@ def default_config(name: str) -> Any:
     return _entry(name).default_config
 
 
+def make_task(name: str, config_override: Mapping[str, Any] | None = None) -> Task:
+    """Build the task ``name`` with config field overrides, unbound to any physics backend."""
+    entry = _entry(name)
+    return entry.factory(apply_config_override(entry.default_config, config_override))
+
+
 def load(
     name: str,
     sim_backend: str = "mjx",
     config_override: Mapping[str, Any] | None = None,
 ) -> Env:
     """Build the environment ``name`` on ``sim_backend`` with optional config field overrides."""
-    entry = _entry(name)
+    _entry(name)  # unknown names fail first, with the list of registered ones
     if sim_backend not in SIM_BACKENDS:
+        if sim_backend == "mujoco":
+            raise ValueError(
+                "load() is the functional, jittable API and only 'mjx' is implemented for it: "
+                "C MuJoCo cannot be jitted. For the CPU backend use "
+                f"unilab_jax.envs.make({name!r}, num_envs, sim_backend='mujoco')."
+            )
         raise ValueError(
-            f"Unknown sim_backend {sim_backend!r}: only 'mjx' is implemented so far "
-            "('mujoco', C MuJoCo stepped on CPU threads, is planned)."
+            f"Unknown sim_backend {sim_backend!r} for load(): only 'mjx' is implemented for the "
+            "functional API; unilab_jax.envs.make(...) also accepts 'mujoco'."
         )
-    config = apply_config_override(entry.default_config, config_override)
-    return Env(entry.factory(config), name=name, sim_backend=sim_backend)
+    return Env(make_task(name, config_override), name=name, sim_backend=sim_backend)
 
 
 register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig())

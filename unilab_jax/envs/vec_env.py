@@ -1,0 +1,382 @@
+"""The numpy-facing vectorised environment: ``make(env_name, num_envs, sim_backend, ...)``.
+
+This is the env API the torch collector (``spec/reference_system.md`` §1.3) drives: numpy in,
+numpy out, one call steps every env, ended envs reset inside ``step``. Both physics backends
+sit behind the same class interface and run the same task code:
+
+* ``"mjx"`` (:class:`MjxVecEnv`): a thin numpy facade over ``jax.jit(jax.vmap(Env.step))``,
+  the functional env the JAX core trains on, on the default JAX device.
+* ``"mujoco"`` (``mujoco_backend.MujocoVecEnv``): C MuJoCo stepped on CPU threads, the
+  reference system's backend; the task's observation / reward / termination code is the same
+  JAX code, run on the CPU device.
+
+Both draw episodes with the same keys (``jax.random.split(PRNGKey(seed), num_envs)`` for
+:meth:`VecEnv.init_state`, the same per-step key splits as ``Env.step`` afterwards) and stagger
+the step counters with the same numpy generator, so one seed gives the same initial conditions,
+time limits and resets on either backend: trajectories then differ only by the physics
+(float32 MJX vs float64 C MuJoCo).
+
+Contract of :meth:`VecEnv.step` (all arrays numpy, leading dimension ``num_envs``):
+
+* ``obs``: observation groups (``"obs"``, ``"critic"``), float32, post-reset for ended envs;
+* ``reward`` float32, ``terminated`` / ``truncated`` bool (the time limit; independent flags);
+* ``final_observation``: the observation this step produced before any reset (== ``obs`` where
+  nothing ended), which off-policy targets bootstrap from on truncation;
+* ``info["log"]``: ``{"reward/<name>": float}``, batch means of this step's reward components;
+  ``info["episode_step"]``: per-env control steps into the current episode after this step
+  (0 where the env was just reset).
+
+Failures are loud, never masked: a non-finite observation or reward raises
+``FloatingPointError`` naming the env index (the JAX training loop does the same), and so does
+C MuJoCo reporting a diverged simulation (its automatic reset is disabled).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from unilab_jax.envs.base import Env, EnvState, Task
+from unilab_jax.envs.registry import make_task
+
+__all__ = [
+    "VEC_SIM_BACKENDS",
+    "ActionSpace",
+    "MjxVecEnv",
+    "VecEnv",
+    "VecEnvState",
+    "make",
+]
+
+#: Physics backends :func:`make` accepts.
+VEC_SIM_BACKENDS = ("mjx", "mujoco")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ActionSpace:
+    """Box action space (no gym dependency): policies act in ``[low, high]`` = ``[-1, 1]``.
+
+    Tasks scale actions to actuator ranges themselves, so the policy-facing box is always the
+    unit box; ``low``/``high`` exist because collectors written for gym read them.
+    """
+
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def unit_box(cls, action_dim: int) -> ActionSpace:
+        """The ``[-1, 1]^action_dim`` float32 box."""
+        return cls(-np.ones(action_dim, np.float32), np.ones(action_dim, np.float32))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.low.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.low.dtype
+
+    def sample(self, rng: np.random.Generator, batch: int | None = None) -> np.ndarray:
+        """Uniform actions, ``[batch, *shape]`` (or ``shape`` when batch is None), float32."""
+        shape = self.shape if batch is None else (batch, *self.shape)
+        return rng.uniform(self.low, self.high, shape).astype(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"ActionSpace(shape={self.shape}, low=-1.0, high=1.0, dtype={self.dtype})"
+
+
+@dataclasses.dataclass
+class VecEnvState:
+    """The batch after one vectorised step (see the module docstring for each field)."""
+
+    obs: dict[str, np.ndarray]
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    final_observation: dict[str, np.ndarray]
+    info: dict[str, Any]
+
+
+def _writable(state: VecEnvState) -> VecEnvState:
+    """Make every array of ``state`` writable and ``obs`` / ``final_observation`` distinct.
+
+    Arrays read back from JAX are read-only views; a collector that normalises or patches an
+    observation in place must neither fail on one backend only nor change the other group.
+    """
+
+    def own(x: np.ndarray) -> np.ndarray:
+        return x if x.flags.writeable else x.copy()
+
+    obs = {k: own(v) for k, v in state.obs.items()}
+    final = {k: v.copy() if v is obs.get(k) else own(v) for k, v in state.final_observation.items()}
+    info = dict(state.info)
+    info["episode_step"] = own(np.asarray(info["episode_step"]))
+    return dataclasses.replace(
+        state,
+        obs=obs,
+        reward=own(state.reward),
+        terminated=own(state.terminated),
+        truncated=own(state.truncated),
+        final_observation=final,
+        info=info,
+    )
+
+
+class VecEnv(abc.ABC):
+    """Shared host-side logic of both backends: validation, staggering, finite checks, close.
+
+    Subclasses implement :meth:`_reset_all` (reset every env from per-env keys and set the step
+    counters) and :meth:`_step` (one control step of every env, with automatic resets).
+    """
+
+    #: ``"mjx"`` or ``"mujoco"``.
+    sim_backend: str = ""
+
+    def __init__(
+        self,
+        task: Task,
+        name: str,
+        num_envs: int,
+        seed: int,
+        obs_sizes: Mapping[str, int],
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer):
+            raise TypeError(f"num_envs must be an int, got {type(num_envs).__name__}")
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.task = task
+        self.name = name
+        self.num_envs = int(num_envs)
+        self.seed = int(seed)
+        self.max_episode_steps = int(task.episode_length)
+        self.action_space = ActionSpace.unit_box(int(task.action_size))
+        self.obs_groups_spec: dict[str, tuple[int, ...]] = {
+            k: (int(v),) for k, v in obs_sizes.items()
+        }
+        # Reward component names, for the all-zero info["log"] of the reset state.
+        self.reward_keys: tuple[str, ...] = ()
+        self.state: VecEnvState | None = None
+        self._closed = False
+
+    # ----------------------------------------------------------------- backend hooks
+    @abc.abstractmethod
+    def _reset_all(self, keys: jax.Array, step_count: np.ndarray) -> dict[str, np.ndarray]:
+        """Reset every env from ``keys`` [N, 2], set the step counters; return the obs groups."""
+
+    @abc.abstractmethod
+    def _step(self, actions: np.ndarray) -> VecEnvState:
+        """One control step of every env (``actions`` validated, float32, in [-1, 1])."""
+
+    @abc.abstractmethod
+    def _release(self) -> None:
+        """Free backend resources (threads, device buffers)."""
+
+    # ----------------------------------------------------------------- API
+    def init_state(self, seed: int | None = None) -> VecEnvState:
+        """Reset every env and stagger the step counters uniformly in ``[0, max_episode_steps)``.
+
+        Staggering (as the reference does) spreads the time limits over the batch, so resets
+        arrive at a steady rate instead of all envs truncating on the same step. ``seed``
+        (default: the one given to :func:`make`) fixes both the episodes and the counters;
+        calling it again with the same seed restarts the same episodes.
+        """
+        self._ensure_open()
+        seed = self.seed if seed is None else int(seed)
+        keys = jax.random.split(jax.random.PRNGKey(seed), self.num_envs)
+        rng = np.random.default_rng(seed)
+        step_count = rng.integers(0, self.max_episode_steps, self.num_envs).astype(np.int32)
+        obs = self._reset_all(keys, step_count)
+        state = VecEnvState(
+            obs=obs,
+            reward=np.zeros(self.num_envs, np.float32),
+            terminated=np.zeros(self.num_envs, bool),
+            truncated=np.zeros(self.num_envs, bool),
+            final_observation={k: v.copy() for k, v in obs.items()},
+            info={
+                "log": {k: 0.0 for k in self.reward_keys},
+                "episode_step": step_count.copy(),
+            },
+        )
+        self._check_finite(state)
+        self.state = _writable(state)
+        return self.state
+
+    def step(self, actions: np.ndarray) -> VecEnvState:
+        """Advance every env one control step (resetting ended ones) and return the new state.
+
+        ``actions``: ``[num_envs, action_dim]`` in [-1, 1] (clipped, as the functional env does).
+        Calls :meth:`init_state` first if no state exists yet. After a ``FloatingPointError``
+        the batch is in an undefined state: call :meth:`init_state` before stepping again.
+        """
+        self._ensure_open()
+        actions = self._validate_actions(actions)
+        if self.state is None:
+            self.init_state()
+        state = self._step(actions)
+        self._check_finite(state)
+        self.state = _writable(state)
+        return self.state
+
+    def close(self) -> None:
+        """Release the backend (the C MuJoCo thread pool); idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    def __enter__(self) -> VecEnv:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(name={self.name!r}, num_envs={self.num_envs}, "
+            f"sim_backend={self.sim_backend!r})"
+        )
+
+    # ----------------------------------------------------------------- shared helpers
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+
+    def _validate_actions(self, actions: Any) -> np.ndarray:
+        expected = (self.num_envs, *self.action_space.shape)
+        arr = np.asarray(actions)
+        if arr.shape != expected:
+            raise ValueError(
+                f"{self.name}: actions must have shape {expected} (num_envs, action_dim), "
+                f"got {arr.shape}"
+            )
+        if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+            raise ValueError(f"{self.name}: actions must be real numbers, got dtype {arr.dtype}")
+        arr = arr.astype(np.float32, copy=False)
+        finite = np.isfinite(arr).all(axis=1)
+        if not finite.all():
+            bad = np.flatnonzero(~finite)
+            raise ValueError(
+                f"{self.name}: non-finite action for env {int(bad[0])} "
+                f"({bad.size} of {self.num_envs} envs: {bad[:8].tolist()})"
+            )
+        return np.clip(arr, -1.0, 1.0)
+
+    def _check_finite(self, state: VecEnvState) -> None:
+        """Raise ``FloatingPointError`` naming the first env with a non-finite obs or reward."""
+        bad = ~np.isfinite(state.reward)
+        for groups in (state.obs, state.final_observation):
+            for arr in groups.values():
+                bad |= ~np.isfinite(arr).all(axis=1)
+        if not bad.any():
+            return
+        idx = np.flatnonzero(bad)
+        first = int(idx[0])
+        what = []
+        if not np.isfinite(state.reward[first]):
+            what.append(f"reward={state.reward[first]}")
+        for label, groups in (("obs", state.obs), ("final_observation", state.final_observation)):
+            for key, arr in groups.items():
+                if not np.isfinite(arr[first]).all():
+                    what.append(f"{label}[{key!r}]={arr[first].tolist()}")
+        raise FloatingPointError(
+            f"{self.name} ({self.sim_backend}): non-finite observation or reward in env {first} "
+            f"({idx.size} of {self.num_envs} envs: {idx[:8].tolist()}): {'; '.join(what)}. "
+            "A diverging model, a reward that divides by zero or a bad action scale are the "
+            "usual causes; nothing is masked."
+        )
+
+    def _set_reward_keys(self, keys: Any) -> None:
+        self.reward_keys = tuple(sorted(keys))
+
+    @staticmethod
+    def _reward_log(metrics: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """``info["log"]``: the batch mean of each reward component of this step."""
+        return {k: float(np.mean(v)) for k, v in sorted(metrics.items())}
+
+
+class MjxVecEnv(VecEnv):
+    """``sim_backend="mjx"``: numpy facade over ``jit(vmap(Env.step))`` on the default device.
+
+    ``jax_state`` is the underlying batched :class:`EnvState` (device arrays); it is public so
+    that tests and tools can inspect or set the physics state directly.
+    """
+
+    sim_backend = "mjx"
+
+    def __init__(self, task: Task, name: str, num_envs: int, seed: int = 0) -> None:
+        self.env = Env(task, name=name, sim_backend="mjx")
+        super().__init__(task, name, num_envs, seed, self.env.obs_size)
+        shapes = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
+        self._set_reward_keys(shapes.metrics)
+        self._reset_fn = jax.jit(jax.vmap(self.env.reset))
+        self._step_fn = jax.jit(jax.vmap(self.env.step))
+        self.jax_state: EnvState | None = None
+
+    def _reset_all(self, keys: jax.Array, step_count: np.ndarray) -> dict[str, np.ndarray]:
+        state = self._reset_fn(keys)
+        self.jax_state = state.replace(step_count=jnp.asarray(step_count, jnp.int32))
+        return {k: np.asarray(v) for k, v in jax.device_get(state.obs).items()}
+
+    def _step(self, actions: np.ndarray) -> VecEnvState:
+        self.jax_state = self._step_fn(self.jax_state, jnp.asarray(actions))
+        s = self.jax_state
+        # One transfer of everything the host needs; the physics stays on the device.
+        obs, final_obs, reward, term, trunc, metrics, count = jax.device_get(
+            (s.obs, s.final_obs, s.reward, s.terminated, s.truncated, s.metrics, s.step_count)
+        )
+        return VecEnvState(
+            obs={k: np.asarray(v) for k, v in obs.items()},
+            reward=np.asarray(reward),
+            terminated=np.asarray(term),
+            truncated=np.asarray(trunc),
+            final_observation={k: np.asarray(v) for k, v in final_obs.items()},
+            info={"log": self._reward_log(metrics), "episode_step": np.asarray(count)},
+        )
+
+    def _release(self) -> None:
+        self.jax_state = None
+
+
+def make(
+    env_name: str,
+    num_envs: int,
+    sim_backend: str = "mujoco",
+    env_cfg_override: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    *,
+    nthread: int | None = None,
+) -> VecEnv:
+    """Build the numpy-facing vectorised env ``env_name`` with ``num_envs`` copies.
+
+    Args:
+        env_name: a registered task (unknown names raise ``UnknownEnvError`` listing them).
+        num_envs: batch size.
+        sim_backend: ``"mujoco"`` (C MuJoCo on CPU threads, the reference's backend and the
+            default here, as in the reference) or ``"mjx"`` (MJX on the default JAX device).
+        env_cfg_override: task config fields to replace (e.g. ``{"episode_length": 50}``).
+        seed: seeds the episodes and the staggered step counters of :meth:`VecEnv.init_state`.
+        nthread: C MuJoCo threads (``"mujoco"`` only; default: the CPU cores this process may
+            use).
+    """
+    task = make_task(env_name, env_cfg_override)  # unknown names fail first
+    if sim_backend == "mjx":
+        if nthread is not None:
+            raise ValueError("nthread applies to sim_backend='mujoco' only")
+        return MjxVecEnv(task, env_name, num_envs, seed)
+    if sim_backend == "mujoco":
+        # Imported here: mujoco_backend builds on this module's VecEnv.
+        from unilab_jax.envs.mujoco_backend import MujocoVecEnv
+
+        return MujocoVecEnv(task, env_name, num_envs, seed, nthread=nthread)
+    raise ValueError(f"Unknown sim_backend {sim_backend!r}; expected one of {VEC_SIM_BACKENDS}")
