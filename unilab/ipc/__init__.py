@@ -1,0 +1,12 @@
+"""Inter-process objects of the torch off-policy runner (learner process <-> collector process).
+
+All are created in the learner and handed to the spawned collector through its `Process`
+arguments (spawn pickling): the replay ring (`ReplayBuffer`), the actor weights
+(`SharedWeightSync`) and the observation statistics (`SharedObsNormStats`).
+"""
+
+from unilab.ipc.replay_buffer import ReplayBuffer
+from unilab.ipc.shared_obs_stats import SharedObsNormStats
+from unilab.ipc.weight_sync import SharedWeightSync
+
+__all__ = ["ReplayBuffer", "SharedObsNormStats", "SharedWeightSync"]

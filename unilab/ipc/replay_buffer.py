@@ -1,0 +1,264 @@
+"""Packed shared-memory CPU replay ring (reference §1.4), safe against torn reads.
+
+Layout: one float32 `[capacity, width]` tensor in shared memory, `capacity = replay_buffer_n *
+num_envs` rows (so `replay_buffer_n` is the per-env history depth), columns
+obs | next_obs | actions | reward | done | truncated | critic | next_critic. The collector process
+`add`s, the learner process `sample`s; the object travels to the collector by spawn pickling
+(torch shared tensors go as shared-memory handles, the lock as a semaphore handle).
+
+Torn reads (reference quirk "A-path replay reads are unlocked"): fixed with a per-row range
+check on absolute row numbers, the seqlock idea applied to a ring, instead of locking the copies.
+
+- Three shared int64 counters, all monotonic except `size`: `claimed` (rows the writer has
+  started writing, absolute), `ptr` (rows fully written, absolute, as in the reference) and
+  `size = min(ptr, capacity)`. Absolute row `a` lives in slot `a % capacity`.
+- Writer (one collector): `claimed += n`, copy the `n` packed rows, then `ptr += n`.
+- Reader: read `ptr` (p1), draw absolute rows in `[max(p1 - size, claimed - capacity), p1)`,
+  gather, then read `claimed` again (p2). A gathered row `a` is intact iff `a >= p2 -
+  capacity`: it was complete before the gather (`a < p1`), and no write since then has reached
+  its slot (that needs `claimed > a + capacity`). Rows failing the check are redrawn and
+  regathered; only the oldest rows of the ring can fail, so retries are rare and short.
+- Each counter read / update happens under a tiny spawn `Lock`. The lock is never held during a
+  row copy, so the collector never waits for a gather and vice versa; its only job is to act as
+  the memory barrier that orders "counter, then data" on the writer and "data, then counter"
+  on the reader on any CPU (x86 would be ordered anyway, ARM would not).
+
+Other deviations: the terminal patch (next_obs / next_critic of rows whose terminal mask is set)
+is applied while packing the rows, before they reach shared memory, so a reader can never see a
+row between the copy and the patch. Draws exclude the rows that an in-progress write is
+overwriting (they are about to disappear anyway). Exactly one process may `add`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from typing import Any
+
+import torch
+
+from unilab.logging.trace_event import TraceRecorder, maybe_span
+
+__all__ = ["ReplayBuffer"]
+
+_FIELDS = ("obs", "next_obs", "actions", "rewards", "dones", "truncated", "critic", "next_critic")
+
+
+class ReplayBuffer:
+    """Shared-memory ring of packed transitions: one writer process, any number of readers.
+
+    Args:
+        capacity_n: vectorised env steps kept per env (`replay_buffer_n`).
+        num_envs: rows appended per env step.
+        obs_dim, action_dim, critic_dim: column widths; `critic_dim > 0` makes `critic` /
+            `next_critic` mandatory in `add`, as in the reference.
+        device: where `sample` puts the batch.
+        recorder: optional trace recorder (`replay/add`, `replay/sample_indices`,
+            `replay/sample`); dropped when pickled, as in the reference.
+    """
+
+    def __init__(
+        self,
+        capacity_n: int,
+        num_envs: int,
+        obs_dim: int,
+        action_dim: int,
+        critic_dim: int,
+        device: str | torch.device = "cpu",
+        recorder: TraceRecorder | None = None,
+    ) -> None:
+        if capacity_n < 1 or num_envs < 1:
+            raise ValueError(f"capacity_n={capacity_n} and num_envs={num_envs} must be >= 1")
+        self.capacity = capacity_n * num_envs
+        self.num_envs = num_envs
+        self.obs_dim, self.action_dim, self.critic_dim = obs_dim, action_dim, critic_dim
+        self.device = torch.device(device)
+        self.recorder = recorder
+        widths = (obs_dim, obs_dim, action_dim, 1, 1, 1, critic_dim, critic_dim)
+        bounds = [0]
+        for w in widths:
+            bounds.append(bounds[-1] + w)
+        # Column slice per field: obs | next_obs | actions | reward | done | truncated | critic...
+        self._columns = {f: (bounds[i], bounds[i + 1]) for i, f in enumerate(_FIELDS)}
+        self.width = bounds[-1]
+        self.storage = torch.zeros(self.capacity, self.width).share_memory_()
+        self.ptr = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self.size = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self.claimed = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._lock: Any = mp.get_context("spawn").Lock()
+        self.last_incremental_h2d_time_s = 0.0  # reference attribute; always 0 on this path
+
+    # -- writer side -------------------------------------------------------------------------
+
+    def add(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        dones: torch.Tensor,
+        truncated: torch.Tensor,
+        terminal_mask: torch.Tensor | None = None,
+        terminal_obs: torch.Tensor | None = None,
+        terminal_critic: torch.Tensor | None = None,
+        critic: torch.Tensor | None = None,
+        next_critic: torch.Tensor | None = None,
+    ) -> None:
+        """Append `n` transitions (`[n, dim]`, rewards / dones / truncated `[n]`).
+
+        `next_obs` of an auto-reset env is the reset observation; rows with `terminal_mask` set
+        get `terminal_obs` (`terminal_critic`) as their next observation instead, which is what
+        the bootstrap must see. `terminal_*` are full `[n, dim]` tensors, read where the mask is
+        set.
+        """
+        with maybe_span(self.recorder, "replay/add", cat="replay", rows=int(obs.shape[0])):
+            rows = self._pack(
+                obs, actions, rewards, next_obs, dones, truncated,
+                terminal_mask, terminal_obs, terminal_critic, critic, next_critic,
+            )  # fmt: skip
+            self._write(rows)
+
+    def _pack(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        next_obs: torch.Tensor,
+        dones: torch.Tensor,
+        truncated: torch.Tensor,
+        terminal_mask: torch.Tensor | None,
+        terminal_obs: torch.Tensor | None,
+        terminal_critic: torch.Tensor | None,
+        critic: torch.Tensor | None,
+        next_critic: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Build the `[n, width]` float32 rows, terminal patch included, in private memory."""
+        if self.critic_dim > 0 and (critic is None or next_critic is None):
+            raise ValueError("ReplayBuffer.add: critic and next_critic are required")
+        n = obs.shape[0]
+        rows = torch.empty(n, self.width)
+        values = {
+            "obs": obs, "next_obs": next_obs, "actions": actions, "rewards": rewards,
+            "dones": dones, "truncated": truncated, "critic": critic, "next_critic": next_critic,
+        }  # fmt: skip
+        for field, (lo, hi) in self._columns.items():
+            if hi > lo:
+                rows[:, lo:hi] = torch.as_tensor(values[field], dtype=torch.float32).reshape(n, -1)
+        if terminal_mask is not None:
+            mask = torch.as_tensor(terminal_mask).reshape(n).bool()
+            patches = (("next_obs", terminal_obs), ("next_critic", terminal_critic))
+            for field, value in patches:
+                lo, hi = self._columns[field]
+                if value is not None and hi > lo:
+                    value = torch.as_tensor(value, dtype=torch.float32).reshape(n, -1)
+                    rows[mask, lo:hi] = value[mask]
+        return rows
+
+    def _begin_write(self, n: int) -> int:
+        """Claim `n` rows; returns their first absolute row number (= current `ptr`)."""
+        if n > self.capacity:
+            raise ValueError(f"cannot add {n} rows to a ring of {self.capacity}")
+        with self._lock:
+            start = int(self.ptr.item())
+            self.claimed.fill_(start + n)
+        return start
+
+    def _copy_rows(self, start: int, rows: torch.Tensor) -> None:
+        """Copy packed rows to slots `start % capacity ...`, split in two where the ring wraps."""
+        slot = start % self.capacity
+        first = min(rows.shape[0], self.capacity - slot)
+        self.storage[slot : slot + first].copy_(rows[:first])
+        if first < rows.shape[0]:
+            self.storage[: rows.shape[0] - first].copy_(rows[first:])
+
+    def _publish(self, end: int) -> None:
+        """Make rows `< end` visible to readers (after their data is in place)."""
+        with self._lock:
+            self.ptr.fill_(end)
+            self.size.fill_(min(end, self.capacity))
+
+    def _write(self, rows: torch.Tensor) -> None:
+        start = self._begin_write(rows.shape[0])
+        self._copy_rows(start, rows)
+        self._publish(start + rows.shape[0])
+
+    # -- reader side -------------------------------------------------------------------------
+
+    def _counters(self) -> tuple[int, int, int]:
+        with self._lock:
+            return int(self.ptr.item()), int(self.size.item()), int(self.claimed.item())
+
+    def _draw(self, count: int, generator: torch.Generator | None) -> torch.Tensor:
+        """Absolute row numbers, uniform with replacement over the rows safe to read now."""
+        while True:
+            ptr, size, claimed = self._counters()
+            lo = max(ptr - size, claimed - self.capacity)
+            if size == 0:
+                raise RuntimeError("ReplayBuffer.sample: the buffer is empty")
+            if ptr > lo:
+                return lo + torch.randint(ptr - lo, (count,), generator=generator)
+            time.sleep(0)  # whole ring claimed by one write (capacity_n == 1): wait for it
+
+    def sample_rows(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """`[batch_size, width]` packed rows, none of them torn (see module docstring)."""
+        with maybe_span(self.recorder, "replay/sample_indices", cat="replay"):
+            rows_abs = self._draw(batch_size, generator)
+        out = self.storage[rows_abs % self.capacity]  # gather = private copy
+        pending = torch.arange(batch_size)
+        while True:
+            _, _, claimed = self._counters()
+            bad = rows_abs[pending] < claimed - self.capacity
+            pending = pending[bad]
+            if pending.numel() == 0:
+                return out
+            fresh = self._draw(pending.numel(), generator)
+            rows_abs[pending] = fresh
+            out[pending] = self.storage[fresh % self.capacity]
+
+    def sample(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Uniform batch with replacement as the reference's dict of column views on `device`.
+
+        Keys: obs, next_obs, actions, rewards, dones, truncated, critic, next_critic (rewards,
+        dones and truncated are `[B]`; critic keys only when `critic_dim > 0`).
+        """
+        with maybe_span(self.recorder, "replay/sample", cat="replay", batch_size=batch_size):
+            batch = self.sample_rows(batch_size, generator).to(self.device)
+            return self.split_columns(batch)
+
+    def split_columns(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views of `[B, width]` packed rows by field (scalars flattened to `[B]`)."""
+        out = {}
+        for field, (lo, hi) in self._columns.items():
+            if hi == lo:
+                continue
+            out[field] = (
+                rows[:, lo] if field in ("rewards", "dones", "truncated") else rows[:, lo:hi]
+            )
+        return out
+
+    def __len__(self) -> int:
+        return int(self.size.item())
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drop this process's references to the shared tensors.
+
+        torch's default `file_descriptor` strategy unlinks the `/dev/shm` entry as soon as it is
+        mapped, so the memory is returned once every process has closed (or exited). The spawn
+        lock is a named POSIX semaphore (`/dev/shm/sem.mp-*`) unlinked by its finaliser when
+        its last reference dies, so it is dropped here too. Idempotent; unusable afterwards.
+        """
+        self._lock = None
+        empty = torch.empty(0)
+        self.storage = empty.reshape(0, self.width)
+        self.ptr = self.size = self.claimed = torch.zeros(1, dtype=torch.int64)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["recorder"] = None  # each process traces into its own recorder
+        return state

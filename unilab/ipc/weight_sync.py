@@ -1,0 +1,170 @@
+"""Actor weights from the learner to the collector through one shared-memory block (§1.5).
+
+The learner flattens the actor's `state_dict` (parameters and buffers, in `state_dict` order)
+into a `multiprocessing.shared_memory.SharedMemory` block and bumps a version number; the
+collector polls `version` without the lock every step and copies the weights under the lock
+only when the version moved.
+
+Deviations from the reference:
+
+- The int64 version sits in the first 8 bytes (always aligned) instead of after the floats.
+- Each entry keeps its own dtype (8-byte aligned offsets) rather than being cast to float32,
+  so integer buffers (e.g. BatchNorm's `num_batches_tracked`) survive exactly.
+- No long-lived numpy/torch views of the block are kept: each call makes and drops its own,
+  so `close()` never fails with "exported pointers exist".
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import struct
+from collections.abc import Mapping
+from multiprocessing.shared_memory import SharedMemory
+from typing import Any
+
+import numpy as np
+import torch
+
+from unilab.logging.trace_event import TraceRecorder, maybe_span
+
+__all__ = ["SharedWeightSync"]
+
+_HEADER = 8  # int64 version
+_ALIGN = 8
+
+# (name, shape, torch dtype, byte offset) per state_dict entry.
+Layout = list[tuple[str, tuple[int, ...], torch.dtype, int]]
+
+
+def _make_layout(state_dict: Mapping[str, torch.Tensor]) -> tuple[Layout, int]:
+    layout: Layout = []
+    offset = _HEADER
+    for name, tensor in state_dict.items():
+        layout.append((name, tuple(tensor.shape), tensor.dtype, offset))
+        nbytes = tensor.numel() * tensor.element_size()
+        offset += -(-nbytes // _ALIGN) * _ALIGN
+    return layout, max(offset, _HEADER)
+
+
+class SharedWeightSync:
+    """Shared actor weights: created by the learner, attached by the collector.
+
+    Create with `SharedWeightSync(actor.state_dict())` (writes the initial weights, version 0).
+    Passing the object to a spawned process attaches there by block name (the lock travels
+    with it); `SharedWeightSync.attach(name, layout, lock)` does the same explicitly.
+
+    Args:
+        state_dict: the actor's state_dict; fixes names, shapes, dtypes and order.
+        recorder: optional trace recorder for `weight_sync/*` spans; dropped when pickled.
+    """
+
+    def __init__(
+        self, state_dict: Mapping[str, torch.Tensor], recorder: TraceRecorder | None = None
+    ) -> None:
+        self.layout, nbytes = _make_layout(state_dict)
+        self._shm: SharedMemory | None = SharedMemory(create=True, size=nbytes)
+        self.name = self._shm.name
+        self._lock: Any = mp.get_context("spawn").Lock()
+        self._creator = True
+        self.recorder = recorder
+        struct.pack_into("<q", self._shm.buf, 0, 0)
+        self._copy(state_dict, to_shared=True)
+
+    @classmethod
+    def attach(
+        cls, name: str, layout: Layout, lock: Any, recorder: TraceRecorder | None = None
+    ) -> SharedWeightSync:
+        """Open an existing block by name (collector side; call `close()` when done)."""
+        self = cls.__new__(cls)
+        self.name, self.layout, self._lock, self.recorder = name, layout, lock, recorder
+        self._shm = SharedMemory(name=name)
+        self._creator = False
+        return self
+
+    # -- data movement -------------------------------------------------------------------------
+
+    def _buf(self) -> memoryview:
+        if self._shm is None:
+            raise RuntimeError(f"SharedWeightSync {self.name!r} is closed")
+        return self._shm.buf
+
+    def _copy(self, state_dict: Mapping[str, torch.Tensor], to_shared: bool) -> None:
+        """Copy every layout entry between `state_dict` and the block (caller holds the lock)."""
+        buf = self._buf()
+        if set(state_dict) != {entry[0] for entry in self.layout}:
+            raise KeyError("state_dict keys differ from the shared layout")
+        with torch.no_grad():
+            for name, shape, dtype, offset in self.layout:
+                tensor = state_dict[name]
+                if tuple(tensor.shape) != shape:
+                    raise ValueError(f"{name}: shape {tuple(tensor.shape)} != shared {shape}")
+                np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+                count = int(np.prod(shape, dtype=np.int64))
+                view = np.frombuffer(buf, dtype=np_dtype, count=count, offset=offset)
+                shared = torch.from_numpy(view).view(shape)
+                if to_shared:
+                    shared.copy_(tensor.detach())  # D2H when the learner's actor is on a GPU
+                else:
+                    tensor.copy_(shared)
+                del shared, view
+
+    @property
+    def version(self) -> int:
+        """Number of `write_weights` calls so far; read without the lock (one aligned int64)."""
+        return struct.unpack_from("<q", self._buf(), 0)[0]
+
+    def write_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
+        """Learner: publish new weights and bump the version; returns the new version."""
+        span = maybe_span(
+            self.recorder, "weight_sync/write_weights_d2h", cat="weight_sync",
+            thread_time_counter="weight_sync/write_thread_cpu_us",
+        )  # fmt: skip
+        self._buf()  # fail with "closed" rather than on the dropped lock
+        with span, self._lock:
+            self._copy(state_dict, to_shared=True)
+            version = self.version + 1
+            struct.pack_into("<q", self._buf(), 0, version)
+            return version
+
+    def read_weights_into(self, state_dict: Mapping[str, torch.Tensor]) -> int:
+        """Collector: copy the shared weights into `state_dict`'s tensors; returns their version.
+
+        `module.state_dict()` tensors share storage with the module, so this updates the module
+        in place; calling `load_state_dict` afterwards (as the reference does) is harmless.
+        """
+        span = maybe_span(
+            self.recorder, "weight_sync/read_weights_into_cpu_actor", cat="weight_sync",
+            thread_time_counter="weight_sync/read_thread_cpu_us",
+        )  # fmt: skip
+        self._buf()
+        with span, self._lock:
+            self._copy(state_dict, to_shared=False)
+            return self.version
+
+    # -- lifetime ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Detach this process from the block (attachers; also part of `cleanup`). Idempotent."""
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None
+        self._lock = None  # lets the named semaphore's finaliser unlink it
+
+    def cleanup(self) -> None:
+        """Creator only: close and unlink, so no `/dev/shm` entry outlives the run. Idempotent."""
+        shm = self._shm
+        if not self._creator:
+            self.close()
+            return
+        if shm is not None:
+            self._shm = None
+            shm.close()
+            shm.unlink()
+        self._lock = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"name": self.name, "layout": self.layout, "lock": self._lock}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        other = SharedWeightSync.attach(state["name"], state["layout"], state["lock"])
+        self.__dict__.update(other.__dict__)
