@@ -48,3 +48,9 @@ def test_sharded_loop_runs_on_2_devices(report):
     assert report["loop_iterations"] == 4
     assert report["loop_buffer_rows"] == 4 * 8
     assert report["loop_qf_loss"] > 0
+
+
+@pytest.mark.multidevice
+def test_lapack_deadlock_fix_is_installed_and_works(report):
+    assert report["cpu_linalg_installed"]
+    assert report["cholesky_scan_ok"]

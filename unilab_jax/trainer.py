@@ -18,6 +18,7 @@ import jax
 import numpy as np
 from rich.console import Console
 
+from unilab_jax import cpu_linalg
 from unilab_jax.algos.sac import SACConfig, make_sac
 from unilab_jax.algos.td3 import TD3Config, make_td3
 from unilab_jax.algos.types import Agent
@@ -97,6 +98,10 @@ class Trainer:
         self.agent: Agent = _MAKERS[config.algo](
             self.algo_config, self.obs_dim, self.critic_dim, self.env.action_size, axis_name="data"
         )
+        if config.num_devices > 1 and jax.default_backend() == "cpu":
+            # jaxlib 0.10.2's batched LAPACK kernels deadlock across forced host devices;
+            # lower Cholesky / triangular solve without LAPACK (see unilab_jax.cpu_linalg).
+            cpu_linalg.install()
         self.mesh = make_mesh(config.num_devices)
         self.init = make_init_fn(config, self.env, self.agent, self.mesh)
         self._steps: dict[int, Any] = {}

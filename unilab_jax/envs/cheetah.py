@@ -4,8 +4,8 @@ Model (``xml/cheetah.xml``, written for this project): a 1 m capsule torso with 
 unactuated root joints (``rootx`` slide, ``rootz`` slide, ``rooty`` hinge), and a back and a front
 leg with thigh / shin / foot hinges (6 motors, gears 110/85/55/110/60/30 N m, ctrlrange [-1, 1],
 joint springs pulling towards the rest pose). About 20 kg in total. Only capsules and a plane,
-no self-collision. Physics step 0.01 s with 4 solver / 8 line-search iterations, ``n_frames`` = 5,
-so one control step is 0.05 s.
+no self-collision. Physics step 0.01 s with 1 Newton iteration / 12 line-search steps,
+``n_frames`` = 5, so one control step is 0.05 s.
 
 * qpos layout: ``[rootx, rootz, rooty, bthigh, bshin, bfoot, fthigh, fshin, ffoot]``, qvel alike.
 * Initial state: rest pose with every non-``rootx`` coordinate ``+ U[-0.1, 0.1]``, and

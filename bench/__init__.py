@@ -1,0 +1,1 @@
+"""Speed scripts; figures in ``bench/RESULTS.md`` (see ``bench/README.md``)."""
