@@ -20,12 +20,15 @@ Deviations from the reference:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
+from unilab.algos.torch.common.networks import bootstrap_mask
 from unilab_jax.algos.normalizer import NORMALIZER_EPS
 
-__all__ = ["EmpiricalNormalization"]
+__all__ = ["EmpiricalNormalization", "ObsNormalizingLearner"]
 
 
 class EmpiricalNormalization(nn.Module):
@@ -80,3 +83,42 @@ class EmpiricalNormalization(nn.Module):
         # last bit); the float64 root rounded to float32 is, so `_std` equals JAX's sqrt(var).
         self._std.copy_(torch.sqrt(self._var.to(torch.float64)).to(torch.float32))
         self.count.copy_(total)
+
+
+class ObsNormalizingLearner:
+    """What FastSAC and FastTD3 share about observations: the two normalisers' statistics are
+    fed explicitly (fresh env observations, as the JAX loop does), and every update sees a
+    batch normalised with them plus the bootstrap mask.
+
+    Subclasses set ``obs_normalizer`` and ``critic_normalizer`` (``EmpiricalNormalization``, or
+    ``nn.Identity`` without ``obs_normalization``).
+    """
+
+    obs_normalizer: nn.Module
+    critic_normalizer: nn.Module
+
+    def update_normalizers(self, obs: torch.Tensor, critic: torch.Tensor | None = None) -> None:
+        """Merge freshly collected `obs [M, obs_dim]` / `critic [M, critic_dim]` into the stats.
+
+        A no-op without `obs_normalization`. `critic` falls back to `obs`.
+        """
+        if isinstance(self.obs_normalizer, EmpiricalNormalization):
+            self.obs_normalizer.update(obs)
+            self.critic_normalizer.update(obs if critic is None else critic)
+
+    def _normalized(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        critic = batch.get("critic", obs)
+        next_critic = batch.get("next_critic", next_obs)
+        dones = batch["dones"].reshape(-1)
+        truncated = batch.get("truncated", torch.zeros_like(dones)).reshape(-1)
+        with torch.no_grad():
+            return {
+                "obs": self.obs_normalizer(obs),
+                "next_obs": self.obs_normalizer(next_obs),
+                "critic": self.critic_normalizer(critic),
+                "next_critic": self.critic_normalizer(next_critic),
+                "actions": batch["actions"],
+                "rewards": batch["rewards"].reshape(-1).to(torch.float32),
+                "bootstrap": bootstrap_mask(dones, truncated),
+            }

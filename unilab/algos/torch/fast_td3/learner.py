@@ -42,13 +42,12 @@ from torch import nn
 from unilab.algos.torch.common import guarded_step, metrics_to_floats, polyak_update
 from unilab.algos.torch.common.networks import (
     Critic,
-    bootstrap_mask,
     categorical_cross_entropy,
     categorical_projection,
     expected_value,
     hidden_layers,
 )
-from unilab.algos.torch.common.normalization import EmpiricalNormalization
+from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
 from unilab_jax.algos.td3 import TD3Config
 
 __all__ = ["FastTD3Learner", "TD3Actor", "cdq_target"]
@@ -145,7 +144,7 @@ def cdq_target(projected: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return lower.expand_as(projected)
 
 
-class FastTD3Learner:
+class FastTD3Learner(ObsNormalizingLearner):
     """FastTD3 learner: `actor`, `actor_target`, twin C51 `qnet` / `qnet_target`, two AdamW.
 
     Batches are dicts of tensors with keys `obs, next_obs, actions, rewards, dones, truncated`
@@ -237,32 +236,6 @@ class FastTD3Learner:
         return EmpiricalNormalization(dim, self.device) if enabled else nn.Identity()
 
     # --- normalisation -----------------------------------------------------------------------
-
-    def update_normalizers(self, obs: torch.Tensor, critic: torch.Tensor | None = None) -> None:
-        """Merge freshly collected `obs [M, obs_dim]` / `critic [M, critic_dim]` into the stats.
-
-        A no-op without `obs_normalization`. `critic` falls back to `obs`.
-        """
-        if isinstance(self.obs_normalizer, EmpiricalNormalization):
-            self.obs_normalizer.update(obs)
-            self.critic_normalizer.update(obs if critic is None else critic)
-
-    def _normalized(self, batch: Batch) -> dict[str, torch.Tensor]:
-        obs, next_obs = batch["obs"], batch["next_obs"]
-        critic = batch.get("critic", obs)
-        next_critic = batch.get("next_critic", next_obs)
-        dones = batch["dones"].reshape(-1)
-        truncated = batch.get("truncated", torch.zeros_like(dones)).reshape(-1)
-        with torch.no_grad():
-            return {
-                "obs": self.obs_normalizer(obs),
-                "next_obs": self.obs_normalizer(next_obs),
-                "critic": self.critic_normalizer(critic),
-                "next_critic": self.critic_normalizer(next_critic),
-                "actions": batch["actions"],
-                "rewards": batch["rewards"].reshape(-1).to(torch.float32),
-                "bootstrap": bootstrap_mask(dones, truncated),
-            }
 
     # --- losses ------------------------------------------------------------------------------
 
