@@ -358,8 +358,6 @@ class FastSACLearner(ObsNormalizingLearner):
         """The current temperature `exp(log_alpha)` as a scalar (no gradient)."""
         return self.log_alpha.detach().exp().reshape(())
 
-    # --- normalisation -----------------------------------------------------------------------
-
     # --- losses ------------------------------------------------------------------------------
 
     def compute_critic_loss(

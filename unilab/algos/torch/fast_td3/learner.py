@@ -235,8 +235,6 @@ class FastTD3Learner(ObsNormalizingLearner):
     def _make_normalizer(self, dim: int, enabled: bool) -> nn.Module:
         return EmpiricalNormalization(dim, self.device) if enabled else nn.Identity()
 
-    # --- normalisation -----------------------------------------------------------------------
-
     # --- losses ------------------------------------------------------------------------------
 
     def compute_critic_loss(
