@@ -164,7 +164,6 @@ def _collect(config: TrainConfig, env: Env, agent: Agent, ts: TrainState, key: j
             "length_sum": jnp.sum(jnp.where(done, ep_len, 0)),
             "terminated": jnp.sum(nxt.terminated & ~nxt.truncated),
             "truncated": jnp.sum(nxt.truncated),
-            "reward_sum": jnp.sum(nxt.reward),
             # First env (global index) whose step produced a non-finite value; a sentinel
             # larger than any index when all are finite.
             "nan_env": jnp.min(jnp.where(finite, config.num_envs, first_env + jnp.arange(n_local))),
@@ -188,8 +187,6 @@ def _reduce_collect_stats(stats: dict) -> dict:
         name: jax.lax.psum(jnp.sum(stats[name]).astype(jnp.float32), DATA_AXIS)
         for name in ("episodes", "return_sum", "length_sum", "terminated", "truncated")
     }
-    steps = stats["reward_sum"].shape[0]
-    out["reward_sum"] = jax.lax.psum(jnp.sum(stats["reward_sum"]), DATA_AXIS) / steps
     out["nan_env"] = jax.lax.pmin(jnp.min(stats["nan_env"]), DATA_AXIS)
     out["components"] = jax.tree.map(
         lambda v: jax.lax.pmean(jnp.mean(v), DATA_AXIS), stats["components"]
