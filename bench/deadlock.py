@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `unilab_jax` im
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import REPO_ROOT, markdown_table, record_section  # noqa: E402
+from unilab_jax.config import with_host_devices  # noqa: E402
 
 _TAG = "BENCH_RESULT "
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -240,9 +241,9 @@ def _cpu_seconds(pid: int) -> float | None:
 def _spawn(child_args: list[str], devices: int, timeout: int) -> dict:
     """Run a child; returns its messages, status and, if it timed out, its recent CPU use."""
     env = dict(os.environ)
-    if devices > 1:
-        flag = f"--xla_force_host_platform_device_count={devices}"
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flag}".strip()
+    flags = with_host_devices(env.get("XLA_FLAGS", ""), devices)
+    if flags:
+        env["XLA_FLAGS"] = flags
     cmd = [sys.executable, "-m", "bench.deadlock", "--child", *child_args]
     print(f"... {' '.join(child_args)} on {devices} device(s), timeout {timeout}s", flush=True)
     proc = subprocess.Popen(

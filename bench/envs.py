@@ -46,6 +46,7 @@ from bench.common import (  # noqa: E402
     record_section,
     time_repeated,
 )
+from unilab_jax.config import with_host_devices  # noqa: E402
 
 _RESULT_TAG = "BENCH_RESULT "
 
@@ -151,9 +152,7 @@ def _env_worker(args: argparse.Namespace) -> int:
 def _run_child(args: argparse.Namespace, devices: int) -> tuple[list[dict], dict | None, str]:
     """Run ``_env_worker`` in a subprocess; returns (rows, machine info, status)."""
     env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "")
-    if devices > 1:
-        flags = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+    flags = with_host_devices(env.get("XLA_FLAGS", ""), devices)
     if flags:
         env["XLA_FLAGS"] = flags
     cmd = [

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from unilab_jax.config import with_host_devices
+
 HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
 def report():
     env = dict(os.environ)
-    env["XLA_FLAGS"] = (
-        env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
-    ).strip()
+    env["XLA_FLAGS"] = with_host_devices(env.get("XLA_FLAGS", ""), 2)
     proc = subprocess.run(
         [sys.executable, str(HERE / "multidevice_check.py")],
         env=env,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-__all__ = ["ALGOS", "LOGGERS", "ConfigError", "TrainConfig", "field_docs"]
+__all__ = ["ALGOS", "LOGGERS", "ConfigError", "TrainConfig", "field_docs", "with_host_devices"]
 
 ALGOS = ("sac", "td3")
 LOGGERS = ("tensorboard", "wandb", "none")
@@ -153,3 +153,11 @@ def field_docs(cls: type) -> dict[str, str]:
         ):
             docs[prev.target.id] = " ".join(node.value.value.split())
     return docs
+
+
+def with_host_devices(xla_flags: str, n: int) -> str:
+    """``xla_flags`` asking XLA for ``n`` CPU devices (unchanged when ``n <= 1`` or a count is
+    already set). It must be in ``XLA_FLAGS`` before JAX creates its CPU client."""
+    if n <= 1 or "xla_force_host_platform_device_count" in xla_flags:
+        return xla_flags
+    return f"{xla_flags} --xla_force_host_platform_device_count={n}".strip()

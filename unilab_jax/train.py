@@ -23,7 +23,14 @@ import types
 import typing
 from pathlib import Path
 
-from unilab_jax.config import ALGOS, LOGGERS, ConfigError, TrainConfig, field_docs
+from unilab_jax.config import (
+    ALGOS,
+    LOGGERS,
+    ConfigError,
+    TrainConfig,
+    field_docs,
+    with_host_devices,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -163,9 +170,9 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
 
 def _force_host_devices(n: int) -> None:
     """Ask XLA for ``n`` CPU devices; must run before JAX creates its CPU client."""
-    flags = os.environ.get("XLA_FLAGS", "")
-    if n > 1 and "xla_force_host_platform_device_count" not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
+    flags = with_host_devices(os.environ.get("XLA_FLAGS", ""), n)
+    if flags:
+        os.environ["XLA_FLAGS"] = flags
 
 
 def _resume_state(trainer, resume: str):
