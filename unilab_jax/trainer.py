@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import numpy as np
@@ -31,6 +31,7 @@ from unilab_jax.loop import TrainState, make_evaluate, make_init_fn, make_mesh, 
 __all__ = [
     "ALGO_CONFIGS",
     "ALGO_NAMES",
+    "Checkpointer",
     "Trainer",
     "TrainResult",
     "resolve_algo_config",
@@ -40,6 +41,16 @@ __all__ = [
 ALGO_CONFIGS = {"sac": SACConfig, "td3": TD3Config}
 ALGO_NAMES = {"sac": "FastSAC", "td3": "FastTD3"}
 _MAKERS = {"sac": make_sac, "td3": make_td3}
+
+
+class Checkpointer(Protocol):
+    """What ``train`` saves checkpoints through (``CheckpointWriter`` is one)."""
+
+    def save(self, step: int, state: TrainState) -> str | Path:
+        """Write ``state`` as the checkpoint of iteration ``step``; return the path written."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class EnvNaNError(FloatingPointError):
@@ -157,12 +168,19 @@ def train(
     quiet: bool = False,
     trainer: Trainer | None = None,
     initial_state: TrainState | None = None,
+    checkpointer: Checkpointer | None = None,
 ) -> TrainResult:
     """Train ``config`` and return the final state, a summary and the history.
 
     ``log_dir`` receives TensorBoard/wandb files and orbax checkpoints (``checkpoints/``);
     without one, nothing is written. ``quiet`` silences the console (tests). ``trainer``
     reuses already compiled functions; ``initial_state`` continues from a given state.
+
+    ``checkpointer`` replaces the orbax writer (with or without ``log_dir``): its
+    ``save(iteration, state)`` is called when ``iteration`` reaches a multiple of
+    ``save_interval`` and after the last block (also when ``save_interval`` is 0, as the
+    reference always saves its final ``model_<max_iterations>.pt``); the path it returns
+    becomes the summary's ``last_checkpoint``. ``close()`` is called when training ends.
     """
     if trainer is None:
         trainer = Trainer(config, algo_config)
@@ -186,20 +204,23 @@ def train(
         log_dir=str(log_dir or ""),
     )
     log.set_collection_sync(True, config.env_steps_per_sync)
-    ckpt = (
-        CheckpointWriter(log_dir / "checkpoints")
-        if log_dir is not None and config.save_interval > 0
-        else None
-    )
+    if checkpointer is not None:
+        ckpt = checkpointer
+    elif log_dir is not None and config.save_interval > 0:
+        ckpt = CheckpointWriter(log_dir / "checkpoints")
+    else:
+        ckpt = None
     state = initial_state if initial_state is not None else trainer.init_state()
     start = time.perf_counter()
     try:
         log.start(status=f"Compiling the fused step ({config.num_devices} device(s))...")
         done = int(state.iteration)
-        compile_start = time.perf_counter()
-        trainer.step_fn(state, min(config.log_interval, max(config.max_iterations - done, 1)))
-        compile_time = time.perf_counter() - compile_start
-        log.log_status(f"Compiled in {compile_time:.1f}s")
+        compile_time = 0.0
+        if done < config.max_iterations:  # nothing to compile for a run with nothing to do
+            compile_start = time.perf_counter()
+            trainer.step_fn(state, min(config.log_interval, config.max_iterations - done))
+            compile_time = time.perf_counter() - compile_start
+            log.log_status(f"Compiled in {compile_time:.1f}s")
         state, history, last_ckpt = _run_blocks(trainer, config, state, log, ckpt)
     except BaseException:
         log.close()  # restores the terminal (cursor) after Ctrl+C or an error

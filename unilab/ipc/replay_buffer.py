@@ -229,6 +229,24 @@ class ReplayBuffer:
             batch = self.sample_rows(batch_size, generator).to(self.device)
             return self.split_columns(batch)
 
+    def rows_since(self, start: int, limit: int | None = None) -> tuple[torch.Tensor, int]:
+        """Intact packed rows written since absolute row `start`, and the new end (`ptr`).
+
+        At most the newest `limit` rows (default: the capacity). Rows an in-progress write has
+        reached by the time the copy is done are dropped from the front (the oldest ones).
+        The learner uses this to feed the normaliser with freshly collected observations.
+        """
+        ptr, _, _ = self._counters()
+        keep = self.capacity if limit is None else min(limit, self.capacity)
+        lo = max(start, ptr - keep)
+        if ptr <= lo:
+            return torch.empty(0, self.width), ptr
+        slots = torch.arange(lo, ptr) % self.capacity
+        out = self.storage[slots]
+        _, _, claimed = self._counters()
+        first_intact = max(lo, claimed - self.capacity)
+        return out[first_intact - lo :], ptr
+
     def split_columns(self, rows: torch.Tensor) -> dict[str, torch.Tensor]:
         """Views of `[B, width]` packed rows by field (scalars flattened to `[B]`)."""
         out = {}

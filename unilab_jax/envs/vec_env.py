@@ -179,19 +179,22 @@ class VecEnv(abc.ABC):
         """Free backend resources (threads, device buffers)."""
 
     # ----------------------------------------------------------------- API
-    def init_state(self, seed: int | None = None) -> VecEnvState:
+    def init_state(self, seed: int | None = None, stagger: bool = True) -> VecEnvState:
         """Reset every env and stagger the step counters uniformly in ``[0, max_episode_steps)``.
 
         Staggering (as the reference does) spreads the time limits over the batch, so resets
         arrive at a steady rate instead of all envs truncating on the same step. ``seed``
         (default: the one given to :func:`make`) fixes both the episodes and the counters;
-        calling it again with the same seed restarts the same episodes.
+        calling it again with the same seed restarts the same episodes. ``stagger=False``
+        starts every counter at 0 (full first episodes, e.g. for evaluation).
         """
         self._ensure_open()
         seed = self.seed if seed is None else int(seed)
         keys = jax.random.split(jax.random.PRNGKey(seed), self.num_envs)
         rng = np.random.default_rng(seed)
         step_count = rng.integers(0, self.max_episode_steps, self.num_envs).astype(np.int32)
+        if not stagger:
+            step_count[:] = 0
         obs = self._reset_all(keys, step_count)
         state = VecEnvState(
             obs=obs,

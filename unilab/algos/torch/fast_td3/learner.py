@@ -179,8 +179,10 @@ class FastTD3Learner(ObsNormalizingLearner):
         init_scale: float = _DEFAULTS.init_scale,
         use_cdq: bool = _DEFAULTS.use_cdq,
         obs_normalization: bool = _DEFAULTS.obs_normalization,
+        world_size: int = 1,
     ) -> None:
         self.device = torch.device(device)
+        self.world_size = world_size
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
@@ -292,7 +294,11 @@ class FastTD3Learner(ObsNormalizingLearner):
         """One critic step. `noise`: optional standard normal `[B, A]` smoothing draw."""
         loss, aux = self.compute_critic_loss(batch, noise)
         grad_norm, _ = guarded_step(
-            loss, list(self.qnet.parameters()), self.q_optimizer, self.config.max_grad_norm
+            loss,
+            list(self.qnet.parameters()),
+            self.q_optimizer,
+            self.config.max_grad_norm,
+            self.world_size,
         )
         self.update_count += 1
         return metrics_to_floats(
@@ -309,7 +315,11 @@ class FastTD3Learner(ObsNormalizingLearner):
         del noise  # the deterministic actor loss draws no noise
         loss = self.compute_actor_loss(batch)
         grad_norm, _ = guarded_step(
-            loss, list(self.actor.parameters()), self.actor_optimizer, self.config.max_grad_norm
+            loss,
+            list(self.actor.parameters()),
+            self.actor_optimizer,
+            self.config.max_grad_norm,
+            self.world_size,
         )
         return metrics_to_floats({"actor_loss": loss, "actor_grad_norm": grad_norm})
 

@@ -1,0 +1,206 @@
+"""`AsyncRunner`: owns the collector subprocess and the shared resources of one run (§1.1).
+
+The learner process starts one collector with the `spawn` context and talks to it through
+objects created here and in the runner (replay ring, weight block, queues). This class keeps
+the lifetime rules in one place:
+
+- The collector target runs inside `_collector_entry_wrapper`. An exception there is formatted
+  (traceback included) and sent to the learner over a one-way `Pipe`, and the stop event is
+  set; the learner's `check_collector()` turns it into a `CollectorError` carrying the
+  collector's traceback. A collector that dies without a report (killed, segfault) is reported
+  with its exit code. The reference at the documented version sent `{"error": ...}` over the
+  metrics queue and then swallowed it (quirk "collector errors are swallowed").
+- The collector ignores SIGINT: Ctrl+C in a terminal reaches the whole process group, and the
+  learner, not the collector, decides how to stop (it sets the stop event in `close()`). The
+  collector also exits on its own if the learner process disappears (`parent_alive`).
+- `close()` is idempotent and runs from `learn()`'s `finally`, from user code and from
+  `__del__`: set stop, join (10 s), terminate, join (5 s), kill, then release every registered
+  resource (`cleanup()` if it has one, else `close()`), so no process and no `/dev/shm` entry
+  outlives the run.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import multiprocessing as mp
+import os
+import queue
+import signal
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["AsyncRunner", "CollectorError", "parent_alive"]
+
+_JOIN_TIMEOUT_S = 10.0
+_TERMINATE_TIMEOUT_S = 5.0
+
+
+class CollectorError(RuntimeError):
+    """The collector process failed; the message carries its traceback (or its exit code)."""
+
+
+def parent_alive(parent_pid: int) -> bool:
+    """True while the learner process that spawned this collector is still our parent."""
+    return os.getppid() == parent_pid
+
+
+def _collector_entry_wrapper(
+    target_fn: Callable[..., None],
+    error_conn: Any,
+    stop_event: Any,
+    kwargs: dict[str, Any],
+) -> None:
+    """Run the collector; report any exception to the learner with its traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        target_fn(stop_event, **kwargs)
+    except BaseException as error:  # noqa: BLE001 - every failure must reach the learner
+        report = "".join(traceback.format_exception(error))
+        with contextlib.suppress(OSError, ValueError):  # learner gone: nobody to tell
+            error_conn.send(report)
+        stop_event.set()
+        raise SystemExit(1) from None
+    finally:
+        error_conn.close()
+
+
+def close_queue(q: Any) -> None:
+    """Close a multiprocessing queue without waiting for its unread items."""
+    if q is None:
+        return
+    q.cancel_join_thread()
+    q.close()
+
+
+def drain_queue(q: Any) -> list[Any]:
+    """Everything currently readable from a queue, without blocking."""
+    items = []
+    while True:
+        try:
+            items.append(q.get_nowait())
+        except (queue.Empty, OSError, ValueError):
+            return items
+
+
+class AsyncRunner(abc.ABC):
+    """Base of the off-policy runners: one spawned collector plus the run's shared resources."""
+
+    def __init__(self, collector_device: str = "cpu") -> None:
+        self.collector_device = collector_device
+        self._ctx = mp.get_context("spawn")
+        self._stop_event: Any = None
+        self._collector_process: Any = None
+        self._error_conn: Any = None
+        self._collector_report: str | None = None
+        self._shared_resources: list[Any] = []
+        self._queues: list[Any] = []
+        self._close_complete = True
+
+    # -- collector lifetime --------------------------------------------------------------------
+
+    def _new_queue(self, maxsize: int = 0) -> Any:
+        q = self._ctx.Queue(maxsize=maxsize)
+        self._queues.append(q)
+        return q
+
+    def _register_resource(self, resource: Any) -> Any:
+        """Release `resource` in `close()` (its `cleanup()` if it has one, else `close()`)."""
+        self._shared_resources.append(resource)
+        return resource
+
+    def _prepare_run(self) -> None:
+        """Fresh stop event for a new run; previous resources must have been released."""
+        self._close_complete = False
+        self._stop_event = self._ctx.Event()
+        self._collector_report = None
+
+    def _start_collector(self, target_fn: Callable[..., None], kwargs: dict[str, Any]) -> None:
+        """Spawn the collector as `target_fn(stop_event, **kwargs)` (a daemon process)."""
+        receiver, sender = self._ctx.Pipe(duplex=False)
+        kwargs = {**kwargs, "parent_pid": os.getpid()}
+        process = self._ctx.Process(
+            target=_collector_entry_wrapper,
+            args=(target_fn, sender, self._stop_event, kwargs),
+            name="offpolicy-collector",
+            daemon=True,
+        )
+        process.start()
+        sender.close()  # the child holds the only write end: EOF once it exits
+        self._collector_process = process
+        self._error_conn = receiver
+
+    def _poll_collector(self) -> bool:
+        """Read a pending failure report; returns False once the collector's pipe is closed
+        (the collector exited), which also works in processes that did not spawn it."""
+        conn = self._error_conn
+        if conn is None:
+            return True
+        try:
+            while conn.poll():  # also True at EOF, where recv raises
+                report = conn.recv()
+                if self._collector_report is None:
+                    self._collector_report = report
+        except (EOFError, OSError):
+            return False
+        return True
+
+    def check_collector(self) -> None:
+        """Raise `CollectorError` if the collector reported an exception or exited."""
+        alive = self._poll_collector()
+        if self._collector_report is not None:
+            raise CollectorError(f"the collector process failed:\n{self._collector_report}")
+        process = self._collector_process
+        if process is not None and not process.is_alive():
+            process.join(0.1)
+            alive = False
+            self._poll_collector()  # the report may land just before the exit
+            if self._collector_report is not None:
+                raise CollectorError(f"the collector process failed:\n{self._collector_report}")
+        if not alive:
+            code = process.exitcode if process is not None else "unknown"
+            raise CollectorError(f"the collector process exited unexpectedly (exit code {code})")
+
+    def _stop_collector(self) -> None:
+        process = self._collector_process
+        if self._stop_event is not None:
+            self._stop_event.set()
+        if process is None:
+            return
+        process.join(_JOIN_TIMEOUT_S)
+        if process.is_alive():
+            process.terminate()
+            process.join(_TERMINATE_TIMEOUT_S)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        self._collector_process = None
+
+    def close(self) -> None:
+        """Stop the collector and release every shared resource. Idempotent."""
+        if self._close_complete:
+            return
+        try:
+            self._stop_collector()
+        finally:
+            for resource in reversed(self._shared_resources):
+                release = getattr(resource, "cleanup", None) or resource.close
+                release()
+            self._shared_resources.clear()
+            for q in self._queues:
+                close_queue(q)
+            self._queues.clear()
+            if self._error_conn is not None:
+                self._error_conn.close()
+                self._error_conn = None
+            self._stop_event = None
+            self._close_complete = True
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown: best effort only
+            self.close()
+
+    @abc.abstractmethod
+    def learn(self, *args: Any, **kwargs: Any) -> None:
+        """Run training."""
