@@ -71,6 +71,14 @@ SIM_BACKENDS = ("mujoco", "mjx")
 TRACE_FILE = "perfetto_offpolicy_timeline.json"
 _WAIT_POLL_S = 1.0  # sync mode: how often a waiting learner checks the collector
 _ASYNC_POLL_S = 0.1
+_RUN_IPC_ATTRIBUTES = (
+    "replay_buffer",
+    "weight_sync",
+    "metrics_queue",
+    "collection_ready_queue",
+    "trainer_done_queue",
+    "obs_stats",
+)
 
 
 def compute_train_start_threshold(batch_size: int, learning_starts: int, num_envs: int) -> int:
@@ -249,6 +257,10 @@ class OffPolicyRunner(AsyncRunner):
         if self.sim_backend == "mjx":
             self._learn_jax(max_iterations, save_interval, log_dir, logger_type, num_devices=1)
             return
+        if max_iterations == 0:
+            self.last_run_summary = self._summary(_RunState(None, Path(log_dir)), 0.0)
+            self.last_run_summary["status"] = "completed"
+            return
         self._learn_torch(max_iterations, save_interval, log_dir, logger_type)
 
     def close(self) -> None:
@@ -259,6 +271,9 @@ class OffPolicyRunner(AsyncRunner):
                 logger.close()
         finally:
             super().close()
+            # Drop the run's IPC handles: their named semaphores are unlinked once unreferenced.
+            for name in _RUN_IPC_ATTRIBUTES:
+                setattr(self, name, None)
 
     # -- mjx: the JAX core -----------------------------------------------------------------------
 
