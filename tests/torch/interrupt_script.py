@@ -1,7 +1,7 @@
 """Runs a long off-policy `learn()` with the console display; used by the Ctrl+C test.
 
-Usage: python interrupt_script.py LOG_DIR. Prints "READY <collector pid>" (flushed, on stderr's
-sibling stdout) after the first training iteration, then keeps training until interrupted.
+Usage: python interrupt_script.py LOG_DIR. Writes "READY <collector pid>" straight to stdout
+after the first training iteration, then keeps training until interrupted.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 class _ReadyRunner(OffPolicyRunner):
     ready_printed = False
 
-    def _iteration(self, iteration, run, logger):  # noqa: ANN001, ANN202
+    def _iteration(self, iteration, run, logger):
         super()._iteration(iteration, run, logger)
         if not self.ready_printed:
             self.ready_printed = True

@@ -159,6 +159,8 @@ class AsyncRunner(abc.ABC):
             if self._collector_report is not None:
                 raise CollectorError(f"the collector process failed:\n{self._collector_report}")
         if not alive:
+            if process is not None:
+                process.join(1.0)  # the pipe closes just before the process can be reaped
             code = process.exitcode if process is not None else "unknown"
             raise CollectorError(f"the collector process exited unexpectedly (exit code {code})")
 

@@ -452,7 +452,18 @@ class OffPolicyRunner(AsyncRunner):
     def _release_collector(self) -> None:
         """Sync mode: let the collector produce the next chunk."""
         if self.trainer_done_queue is not None:
-            self.trainer_done_queue.put(True)
+            self._put_done()
+
+    def _put_done(self) -> None:
+        """Hand the collector a release token; a dead collector never takes the previous one,
+        so a blocking put would hang the learner: wait in slices and check the collector."""
+        while True:
+            try:
+                self.trainer_done_queue.put(True, timeout=_WAIT_POLL_S)
+                return
+            except queue.Full:
+                pass  # raise outside the handler: a chained `Full` would keep the queue alive
+            self.check_collector()
 
     def _log_iteration(
         self, iteration: int, run: _RunState, logger: OffPolicyLogger, metrics: dict,
@@ -485,7 +496,7 @@ class OffPolicyRunner(AsyncRunner):
                 if len(self.replay_buffer) >= self.train_start_threshold:
                     return
                 logger.log_buffer_fill(len(self.replay_buffer), self.train_start_threshold)
-                self.trainer_done_queue.put(True)  # warm-up chunk: collect the next one
+                self._put_done()  # warm-up chunk: collect the next one
             else:
                 if len(self.replay_buffer) >= self.train_start_threshold:
                     return

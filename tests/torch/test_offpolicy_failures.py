@@ -1,0 +1,364 @@
+"""OffPolicyRunner failure paths with a real spawned collector: an exception in the collector
+(sync and async mode), a collector killed with SIGKILL, a NaN reward from the environment,
+Ctrl+C in a terminal (cursor restored, nothing left behind) and `close()` idempotency.
+
+Every test must leave no live child process and no `/dev/shm` entry behind (`no_leftovers`).
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing as mp
+import os
+import pty
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from crashing_collector import crash_after, return_at_once
+
+from unilab.algos.torch.fast_sac.learner import FastSACLearner
+from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
+from unilab.ipc.async_runner import CollectorError
+
+pytestmark = pytest.mark.timeout(300)
+
+torch.set_num_threads(1)  # 2 shared cores: keep the learner from competing with the collector
+
+ENV = "PendulumSwingup"
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+INTERRUPT_SCRIPT = HERE / "interrupt_script.py"
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+NO_LIMIT = 10_000  # max_iterations of runs that must end by failing
+
+
+# -- leftovers ------------------------------------------------------------------------------------
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+def _held_by(pid: str) -> set[str]:
+    """/dev/shm names a process has open or mapped."""
+    held = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("/dev/shm/"):
+                held.add(target.split()[0][len("/dev/shm/") :])
+        with open(f"/proc/{pid}/maps") as maps:
+            for line in maps:
+                if "/dev/shm/" in line:
+                    held.add(line.split("/dev/shm/", 1)[1].split()[0])
+    except OSError:  # the process ended or is not ours
+        pass
+    return held
+
+
+def leaked(new: set[str]) -> set[str]:
+    """Entries of `new` that nobody but this process holds: ours, or orphaned.
+
+    `/dev/shm` is shared with other test runs on this machine; an entry that another live
+    process holds open belongs to that process, not to this test.
+    """
+    foreign = set()
+    own = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and pid != own:
+            foreign |= _held_by(pid)
+    return {name for name in new if name not in foreign}
+
+
+def wait_no_leak(before: set[str], timeout: float = 3.0) -> set[str]:
+    deadline = time.monotonic() + timeout
+    while (left := leaked(shm_entries() - before)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    """Every test must leave no /dev/shm entry and no live child process behind."""
+    before = shm_entries()
+    yield
+    children = mp.active_children()  # also joins finished ones
+    for child in children:
+        child.terminate()
+        child.join(5)
+    assert not children, f"children left alive: {children}"
+    left = wait_no_leak(before)
+    assert not left, f"/dev/shm entries left behind: {sorted(left)}"
+
+
+# -- runners --------------------------------------------------------------------------------------
+
+
+class CountingRunner(OffPolicyRunner):
+    """Counts finished iterations where another thread can see them."""
+
+    iterations_done = 0
+
+    def _iteration(self, iteration, run, logger):
+        super()._iteration(iteration, run, logger)
+        self.iterations_done = iteration
+
+
+class CrashingRunner(CountingRunner):
+    """Runs the real collector through `crash_after`: its `crash_at_step`-th env step raises."""
+
+    def __init__(self, *args, crash_at_step: int, marker_path: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.crash_at_step = crash_at_step
+        self.marker_path = marker_path
+
+    def _start_collector(self, target_fn, kwargs) -> None:
+        target = functools.partial(
+            crash_after, crash_at_step=self.crash_at_step, marker_path=self.marker_path
+        )
+        super()._start_collector(target, kwargs)
+
+
+def make_runner(cls=OffPolicyRunner, *, sync: bool = True, **kwargs) -> OffPolicyRunner:
+    learner = FastSACLearner(3, 1, 3, actor_hidden_dim=32, critic_hidden_dim=32, v_min=-5, v_max=40)
+    return cls(
+        learner, ENV, "sac", num_envs=16, replay_buffer_n=64, batch_size=32, updates_per_step=2,
+        policy_frequency=2, actor_hidden_dim=32, seed=0, sync_collection=sync, **kwargs,
+    )  # fmt: skip
+
+
+def learn(runner: OffPolicyRunner, log_dir: Path, max_iterations: int) -> None:
+    runner.learn(
+        max_iterations=max_iterations, save_interval=0, log_dir=str(log_dir),
+        logger_type="no_print",
+    )  # fmt: skip
+
+
+def assert_torn_down(runner: OffPolicyRunner) -> None:
+    assert runner._collector_process is None
+    assert runner._shared_resources == [] and runner._queues == []
+    assert mp.active_children() == []
+
+
+# -- collector exceptions -------------------------------------------------------------------------
+
+
+def test_partial_of_module_level_target_pickles():
+    import pickle
+
+    target = functools.partial(crash_after, crash_at_step=3, marker_path=None)
+    clone = pickle.loads(pickle.dumps(target))
+    assert clone.func is crash_after and clone.keywords == {"crash_at_step": 3, "marker_path": None}
+
+
+# sync: one env step per iteration, learning starts with the 2nd chunk (32 rows); async: the
+# collector runs freely, so it crashes later to leave the learner time to start.
+@pytest.mark.parametrize(("sync", "crash_at_step"), [(True, 40), (False, 1500)])
+def test_collector_exception_stops_learn_with_traceback(tmp_path, sync, crash_at_step):
+    marker = tmp_path / "crash_time"
+    runner = make_runner(
+        CrashingRunner, sync=sync, crash_at_step=crash_at_step, marker_path=str(marker)
+    )
+    t0 = time.monotonic()
+    with pytest.raises(CollectorError) as excinfo:
+        learn(runner, tmp_path, NO_LIMIT)
+    raised_at = time.time()
+    wall = time.monotonic() - t0
+    message = str(excinfo.value)
+    assert f"injected collector failure at step {crash_at_step}" in message
+    assert "Traceback" in message and "RuntimeError" in message
+    assert "crashing_collector.py" in message  # the collector's own frames, not the learner's
+    assert wall < 60, wall
+    latency = raised_at - float(marker.read_text())
+    assert 0 <= latency < 3.0, latency  # the learner polls the collector about once a second
+    summary = runner.last_run_summary
+    assert summary["status"] == "failed"
+    completed = summary["completed_iterations"]
+    assert completed == runner.iterations_done
+    if sync:
+        # one iteration per chunk; chunks 1..39 arrived. The collector leads by one chunk, so
+        # chunk 1 is a warm-up only if the learner looked before chunk 2 landed, and the
+        # learner may notice the crash before taking chunk 39.
+        assert crash_at_step - 3 <= completed <= crash_at_step - 1, completed
+        assert 16 * completed <= summary["total_env_steps"] <= 16 * (completed + 2)
+    else:
+        assert 0 < completed < NO_LIMIT
+        assert 0 < summary["total_env_steps"] < 16 * crash_at_step
+    assert_torn_down(runner)
+
+
+def test_collector_killed_with_sigkill_reports_exit_code(tmp_path):
+    runner = make_runner(CountingRunner, sync=True)
+    killed: dict[str, float] = {}
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            process = runner._collector_process
+            if process is not None and runner.iterations_done >= 5:
+                killed["iterations"] = runner.iterations_done
+                killed["at"] = time.monotonic()
+                os.kill(process.pid, signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    with pytest.raises(CollectorError, match=r"exit code -9\b") as excinfo:
+        learn(runner, tmp_path, NO_LIMIT)
+    noticed = time.monotonic() - killed["at"]
+    thread.join(5)
+    assert "exited unexpectedly" in str(excinfo.value)
+    assert noticed < 3.0, noticed
+    summary = runner.last_run_summary
+    assert summary["status"] == "failed"
+    assert killed["iterations"] <= summary["completed_iterations"] <= killed["iterations"] + 2
+    assert_torn_down(runner)
+
+
+def test_nan_reward_from_env_reaches_learner_as_floating_point_error(tmp_path):
+    runner = make_runner(sync=True, env_cfg_override={"velocity_cost": float("nan")})
+    with pytest.raises(CollectorError) as excinfo:
+        learn(runner, tmp_path, NO_LIMIT)
+    message = str(excinfo.value)
+    assert "FloatingPointError" in message and "Traceback" in message
+    assert "non-finite observation or reward in env 0 (16 of 16 envs" in message
+    assert "reward=nan" in message
+    summary = runner.last_run_summary
+    assert summary["status"] == "failed"
+    assert summary["completed_iterations"] == 0 and summary["total_env_steps"] == 0
+    assert_torn_down(runner)
+
+
+class EarlyExitRunner(OffPolicyRunner):
+    def _start_collector(self, target_fn, kwargs) -> None:
+        super()._start_collector(return_at_once, kwargs)
+
+
+def test_collector_that_exits_cleanly_is_reported_with_its_exit_code(tmp_path):
+    # the collector closes its report pipe just before the process ends: the exit code must
+    # be the real one, not None
+    runner = make_runner(EarlyExitRunner, sync=True)
+    t0 = time.monotonic()
+    with pytest.raises(CollectorError, match=r"exited unexpectedly \(exit code 0\)$"):
+        learn(runner, tmp_path, NO_LIMIT)
+    assert time.monotonic() - t0 < 30
+    summary = runner.last_run_summary
+    assert summary["status"] == "failed" and summary["completed_iterations"] == 0
+    assert_torn_down(runner)
+
+
+# -- Ctrl+C in a terminal -------------------------------------------------------------------------
+
+
+def session_processes(sid: int) -> list[int]:
+    """Live processes (zombies excluded) of session `sid`."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)"
+        state, session = fields[0], int(fields[3])
+        if session == sid and state not in ("Z", "X"):
+            pids.append(int(pid))
+    return pids
+
+
+def test_ctrl_c_in_terminal_restores_cursor_and_leaves_nothing(tmp_path):
+    before = shm_entries()
+    master, slave = pty.openpty()
+    env = {
+        **os.environ,
+        "TERM": "xterm",
+        "COLUMNS": "120",
+        "LINES": "40",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    env.pop("NO_COLOR", None)
+    env.pop("TERM_PROGRAM", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(INTERRUPT_SCRIPT), str(tmp_path / "logs")],
+        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, cwd=REPO,
+    )  # fmt: skip
+    os.close(slave)
+    chunks: list[bytes] = []
+    ready = threading.Event()
+
+    def reader() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every slave end is closed
+                return
+            if not data:
+                return
+            chunks.append(data)
+            if b"READY" in b"".join(chunks):
+                ready.set()
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(120), b"".join(chunks).decode(errors="replace")[-3000:]
+        time.sleep(1.0)  # a few more iterations with the live display running
+        sid = os.getsid(proc.pid)
+        assert sid == proc.pid
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl+C does
+        t0 = time.monotonic()
+        returncode = proc.wait(30)
+        exit_time = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    thread.join(10)
+    os.close(master)
+    output = b"".join(chunks).decode(errors="replace")
+    tail = output[-3000:]
+    assert returncode == -signal.SIGINT, (returncode, tail)  # KeyboardInterrupt, uncaught
+    assert exit_time < 30
+    assert "KeyboardInterrupt" in output, tail
+    assert "CollectorError" not in output, tail  # the collector ignored the SIGINT
+    ready_at = output.index("READY")
+    hide_at = output.find(HIDE_CURSOR)
+    assert 0 <= hide_at < ready_at, "the live display should have hidden the cursor"
+    assert output.rfind(SHOW_CURSOR) > ready_at, "the cursor was not shown again: " + repr(tail)
+    assert output.rfind(SHOW_CURSOR) > output.rfind(HIDE_CURSOR)
+    deadline = time.monotonic() + 10
+    while (alive := session_processes(sid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive, f"processes of the interrupted run still alive: {alive}"
+    left = wait_no_leak(before)
+    assert not left, f"/dev/shm entries left behind by the interrupted run: {sorted(left)}"
+
+
+# -- close() --------------------------------------------------------------------------------------
+
+
+def test_close_is_idempotent_and_runner_can_learn_again(tmp_path):
+    runner = make_runner(sync=True)
+    learn(runner, tmp_path / "first", 3)
+    first = runner.last_run_summary
+    assert first["status"] == "completed" and first["completed_iterations"] == 3
+    assert first["last_checkpoint"] == str(tmp_path / "first" / "model_3.pt")
+    assert_torn_down(runner)
+    runner.close()
+    runner.close()
+    assert_torn_down(runner)
+    learn(runner, tmp_path / "second", 2)
+    second = runner.last_run_summary
+    assert second["status"] == "completed" and second["completed_iterations"] == 2
+    assert second["total_env_steps"] >= 16 * 3  # a fresh buffer: warm-up chunk + 2 chunks
+    assert Path(second["last_checkpoint"]).is_file()
+    runner.close()
+    assert_torn_down(runner)
