@@ -281,3 +281,47 @@ def test_multi_device_mjx_needs_the_devices(tmp_path):
     )
     with pytest.raises(ConfigError, match="xla_force_host_platform_device_count=2"):
         runner.learn(max_iterations=2, log_dir=str(tmp_path), logger_type="no_print")
+
+
+# --- collector pieces without a process ---------------------------------------------------------
+
+
+class _FixedStats:
+    def __init__(self, mean, std):
+        self.value = (mean, std)
+
+    def get(self):
+        return self.value
+
+
+def make_collector(obs_stats=None):
+    from unilab.algos.torch.offpolicy.worker import _Collector
+
+    class _NoReplay:
+        recorder = None
+
+    return _Collector(
+        stop_event=None, replay=_NoReplay(), metrics_queue=None, algo_type="td3", sync=None,
+        env_steps_per_sync=1, obs_stats=obs_stats, pack=(None, None, None), recorder=None,
+        parent_pid=None,
+    )  # fmt: skip
+
+
+def test_collector_normalises_exactly_like_the_learner():
+    """Quirk fixed: the reference collector divided by std + 1e-8, the TD3 learner by
+    std + 1e-2; the policy saw differently scaled inputs while collecting."""
+    learner = FastTD3Learner(3, 1, 3, num_envs=4, obs_normalization=True, **TINY)
+    learner.update_normalizers(torch.randn(64, 3) * torch.tensor([0.001, 1.0, 30.0]) + 2.0)
+    collector = make_collector(
+        _FixedStats(learner.obs_normalizer.mean.numpy(), learner.obs_normalizer.std.numpy())
+    )
+    obs = torch.randn(8, 3).numpy()
+    expected = learner.obs_normalizer(torch.from_numpy(obs))
+    torch.testing.assert_close(collector._policy_input(obs), expected, rtol=0, atol=0)
+    assert torch.equal(make_collector()._policy_input(obs), torch.from_numpy(obs))
+
+
+def test_collector_keeps_a_bounded_episode_history():
+    """Quirk fixed: the reference kept every finished episode's return for the whole run."""
+    collector = make_collector()
+    assert collector.returns.maxlen == 100 and collector.lengths.maxlen == 100
