@@ -4,12 +4,12 @@ sync and obs-stats channel across a spawned process, and clean-up of shared memo
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import time
 
 import numpy as np
 import pytest
 import torch
+from leftovers import shm_entries
 
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
 
@@ -18,26 +18,6 @@ torch.set_num_threads(1)  # 2 shared cores: keep the parent from competing with 
 SPAWN = mp.get_context("spawn")
 OBS, ACT, CRITIC = 3, 2, 4
 ID_MOD = 2**22  # row ids stay exact in float32
-
-
-def shm_entries() -> set[str]:
-    return set(os.listdir("/dev/shm"))
-
-
-@pytest.fixture(autouse=True)
-def no_leftovers():
-    """Every test must leave no /dev/shm entry and no live child process behind."""
-    before = shm_entries()
-    yield
-    children = mp.active_children()  # also joins finished ones
-    for child in children:
-        child.terminate()
-        child.join(5)
-    assert not children, f"children left alive: {children}"
-    deadline = time.monotonic() + 2.0
-    while (new := shm_entries() - before) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not new, f"/dev/shm entries left behind: {sorted(new)}"
 
 
 def transitions(n: int, base: float = 0.0) -> dict[str, torch.Tensor]:
