@@ -25,6 +25,7 @@ from crashing_collector import crash_after, return_at_once
 from leftovers import shm_entries, wait_no_leak
 
 from unilab.algos.torch.fast_sac.learner import FastSACLearner
+from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 from unilab.ipc.async_runner import CollectorError
 
@@ -312,3 +313,31 @@ def test_close_is_idempotent_and_runner_can_learn_again(tmp_path):
     assert Path(second["last_checkpoint"]).is_file()
     runner.close()
     assert_torn_down(runner)
+
+
+class CrashingMultiRunner(MultiGPUOffPolicyRunner):
+    """Two gloo learners whose collector fails at its `crash_at_step`-th env step."""
+
+    def __init__(self, *args, crash_at_step: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.crash_at_step = crash_at_step
+
+    def _start_collector(self, target_fn, kwargs) -> None:
+        target = functools.partial(crash_after, crash_at_step=self.crash_at_step)
+        super()._start_collector(target, kwargs)
+
+
+def test_collector_failure_stops_every_learner_rank(tmp_path):
+    """Quirk fixed: the reference's multi-GPU learners never checked the collector."""
+    kwargs = dict(obs_dim=3, action_dim=1, critic_obs_dim=3, actor_hidden_dim=32,
+                  critic_hidden_dim=32, v_min=-5.0, v_max=40.0)  # fmt: skip
+    runner = CrashingMultiRunner(
+        FastSACLearner(**kwargs), ENV, "sac", kwargs, num_gpus=2, crash_at_step=30,
+        num_envs=16, replay_buffer_n=64, batch_size=32, updates_per_step=2, policy_frequency=2,
+        actor_hidden_dim=32, seed=0,
+    )  # fmt: skip
+    t0 = time.monotonic()
+    with pytest.raises(CollectorError, match="injected collector failure at step 30"):
+        learn(runner, tmp_path, NO_LIMIT)
+    assert time.monotonic() - t0 < 90
+    assert runner._rank_context is None
