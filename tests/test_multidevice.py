@@ -54,3 +54,13 @@ def test_sharded_loop_runs_on_2_devices(report):
 def test_lapack_deadlock_fix_is_installed_and_works(report):
     assert report["cpu_linalg_installed"]
     assert report["cholesky_scan_ok"]
+
+
+@pytest.mark.multidevice
+def test_facade_mjx_backend_trains_over_two_devices(report):
+    """`MultiGPUOffPolicyRunner(num_gpus=2, sim_backend="mjx")`: 2 JAX devices, and the trained
+    weights land in the torch learner."""
+    assert report["facade_iterations"] == 4
+    assert report["facade_backend"] == "mjx"
+    assert report["facade_actor_moved"] > 0
+    assert report["facade_torch_finite"]
