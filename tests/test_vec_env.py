@@ -172,6 +172,7 @@ AGREEMENT = {"PendulumSwingup": (1e-4, 2e-5), "CartpoleBalance": (2e-5, 1e-6)}
 AGREEMENT_STEPS = 150
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("name", sorted(AGREEMENT))
 def test_backends_agree_on_smooth_tasks(name: str) -> None:
     mjx_env = vec_env(name, "mjx", episode_length=None)
@@ -229,6 +230,7 @@ def copy_mujoco_state_into_mjx(mj_env: MujocoVecEnv, mjx_env: MjxVecEnv) -> None
 CHEETAH_ONE_STEP_TOL = (1e-3, 2e-5)
 
 
+@pytest.mark.parity
 def test_backends_agree_one_step_on_cheetah() -> None:
     task = make_task("CheetahRun")
     mj_env = MujocoVecEnv(task, "CheetahRun", BATCH, seed=4)

@@ -3,7 +3,8 @@
 `forward(x) = (x - mean) / (std + eps)` with `std = sqrt(var)` and `eps = 1e-2`; `update(x)`
 merges a batch with Chan et al.'s parallel formula in float32, exactly as
 `unilab_jax.algos.normalizer.update_normalizer` does (same operation order), so torch and JAX
-statistics stay bit-for-bit comparable and convert exactly.
+statistics agree to float32 rounding of the batch sums (`tests/torch/test_parity_maths.py`)
+and convert exactly.
 
 Buffers keep the reference's names and shapes (`_mean`, `_var`, `_std` as `[1, D]`, `count`),
 so reference checkpoints load.
