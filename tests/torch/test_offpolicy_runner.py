@@ -13,8 +13,8 @@ import time
 
 import pytest
 import torch
-from policy_eval import evaluate_actor
 
+from unilab.algos.torch.evaluation import evaluate_actor
 from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.offpolicy import MultiGPUOffPolicyRunner, OffPolicyRunner
