@@ -197,16 +197,18 @@ def _resume_state(trainer, resume: str):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from unilab_jax.envs import load, registered_names
+    from unilab_jax.envs import UnknownEnvError, available_names, load, registered_names
+    from unilab_jax.envs.adapters import ADAPTER_PREFIXES
 
     if args.list_envs:
-        print("\n".join(registered_names()))
+        print("\n".join(available_names()))
         return 0
     try:
         config, algo_overrides = _configs_from_args(args)
-        if config.env not in registered_names():
+        if config.env not in registered_names() and not config.env.startswith(ADAPTER_PREFIXES):
             raise ConfigError(
                 f"unknown env {config.env!r}; registered tasks: {', '.join(registered_names())}"
+                f"; adapters: {', '.join(ADAPTER_PREFIXES)}<name> (--list-envs)"
             )
         config.validate()  # sizes, before any JAX backend or compilation
         _force_host_devices(config.num_devices)
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         env = load(config.env, sim_backend=config.sim_backend)
         algo_config = resolve_algo_config(config.algo, env, algo_overrides)
         config.validate(available_devices=len(jax.devices()))
-    except ConfigError as err:
+    except (ConfigError, UnknownEnvError) as err:
         parser.exit(2, f"error: {err}\n")
     log_dir = Path(
         args.log_dir

@@ -15,6 +15,7 @@ Vectorised and numpy-facing, on C MuJoCo (CPU threads) or MJX, for the torch col
 from unilab_jax.envs.base import Env, EnvState, Task
 from unilab_jax.envs.registry import (
     UnknownEnvError,
+    available_names,
     default_config,
     load,
     make_task,
@@ -40,6 +41,7 @@ __all__ = [
     "UnknownEnvError",
     "VecEnv",
     "VecEnvState",
+    "available_names",
     "default_config",
     "load",
     "make",

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, is_dataclass
 from typing import Any
 
+from unilab_jax.envs.adapters import ADAPTER_PREFIXES, adapter_names, load_adapter
 from unilab_jax.envs.base import Env, Task, apply_config_override
 from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
@@ -21,6 +22,7 @@ from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 __all__ = [
     "SIM_BACKENDS",
     "UnknownEnvError",
+    "available_names",
     "default_config",
     "load",
     "make_task",
@@ -66,6 +68,11 @@ def registered_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def available_names() -> list[str]:
+    """Registered tasks plus the Playground / Brax adapter names (installed packages only)."""
+    return registered_names() + adapter_names()
+
+
 def _entry(name: str) -> _Entry:
     try:
         return _REGISTRY[name]
@@ -92,7 +99,15 @@ def load(
     sim_backend: str = "mjx",
     config_override: Mapping[str, Any] | None = None,
 ) -> Env:
-    """Build the environment ``name`` on ``sim_backend`` with optional config field overrides."""
+    """Build the environment ``name`` on ``sim_backend`` with optional config field overrides.
+
+    ``"playground/<Name>"`` and ``"brax/<name>"`` load a MuJoCo Playground DM Control Suite
+    task or a Brax environment through ``unilab_jax.envs.adapters`` (MJX only).
+    """
+    if name.startswith(ADAPTER_PREFIXES):
+        if sim_backend not in SIM_BACKENDS:
+            raise ValueError(f"{name}: adapter environments support sim_backend 'mjx' only")
+        return load_adapter(name, config_override)
     _entry(name)  # unknown names fail first, with the list of registered ones
     if sim_backend not in SIM_BACKENDS:
         if sim_backend == "mujoco":

@@ -1,0 +1,134 @@
+"""MuJoCo Playground's DM Control Suite tasks as ``"playground/<Name>"`` envs.
+
+Built from ``mujoco_playground.registry.load(name, config=...)`` with ``impl="jax"`` (MJX's
+pure-JAX implementation: it runs on CPU, and on GPU it is the same code path as our own tasks;
+Playground's default, Warp, needs a CUDA GPU). ``config_override={"impl": "warp"}`` selects Warp
+on a GPU explicitly.
+
+``config_override`` replaces fields of the task's ``ml_collections`` config (nested fields with
+dotted names, e.g. ``"vision_config.nworld"``); ``episode_length`` sets our time limit;
+``full_reset`` (not a Playground field) chooses fresh resets (default) or restarts from each
+env's first state (default for ``CheetahRun``, whose reset simulates 200 steps; see
+:class:`~unilab_jax.envs.adapters.AdapterEnv`). Only the
+task's pure ``reset``/``step`` are used; Playground's wrappers (episode and auto-reset) are not,
+so the true last observation reaches ``final_obs``. ``terminated`` is the task's ``done``
+(DM Control tasks only end on non-finite physics), ``truncated`` is the time limit.
+
+Reward components: Playground's DM Control tasks already log them in ``metrics`` as
+``"reward/<name>"``; those are passed through. A task without any gets ``"reward/total"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from unilab_jax.envs.adapters import AdapterEnv, flat_groups, quiet_import
+
+__all__ = ["PlaygroundEnv", "make_playground_env", "playground_names"]
+
+#: DM Control Suite rewards lie in [0, 1] per step: returns at gamma 0.97 are at most ~33.
+DM_CONTROL_VALUE_BOUNDS = (-1.0, 40.0)
+#: Tasks whose reset simulates (CheetahRun settles for 200 physics steps): by default they
+#: restart each env from its first initial state instead of computing a reset on every step.
+SIMULATING_RESETS = frozenset({"CheetahRun"})
+_ACTOR_KEYS = ("state", "obs")
+_CRITIC_KEYS = ("privileged_state", "critic")
+
+
+def _suite():
+    with quiet_import():
+        from mujoco_playground import dm_control_suite, registry
+    return dm_control_suite, registry
+
+
+def playground_names() -> list[str]:
+    """Playground's DM Control Suite task names ([] when the package is not installed)."""
+    try:
+        suite, _ = _suite()
+    except ImportError:
+        return []
+    return sorted(suite.ALL_ENVS)
+
+
+def _apply_override(config: Any, override: Mapping[str, Any], name: str) -> Any:
+    for key, value in override.items():
+        node, *path = key.split(".")
+        parent = config
+        parts = [node, *path]
+        for part in parts[:-1]:
+            if part not in parent:
+                break
+            parent = parent[part]
+        if parts[-1] not in parent:
+            raise ValueError(
+                f"Unknown config field {key!r} for playground/{name}; valid fields are: "
+                f"{', '.join(sorted([*config.keys(), 'full_reset']))}"
+            )
+        parent[parts[-1]] = value
+    return config
+
+
+class PlaygroundEnv(AdapterEnv):
+    """A Playground ``MjxEnv`` behind our time limit and automatic reset."""
+
+    def __init__(self, name: str, env: Any, episode_length: int, full_reset: bool) -> None:
+        super().__init__(
+            f"playground/{name}",
+            action_size=env.action_size,
+            episode_length=episode_length,
+            value_bounds=DM_CONTROL_VALUE_BOUNDS,
+            full_reset=full_reset,
+        )
+        self.foreign = env
+
+    def _foreign_reset(self, key: jax.Array) -> Any:
+        return self.foreign.reset(key)
+
+    def _foreign_step(self, state: Any, action: jax.Array) -> Any:
+        return self.foreign.step(state, action)
+
+    def _read(self, state: Any):
+        obs = flat_groups(state.obs, _ACTOR_KEYS, _CRITIC_KEYS, self.name)
+        reward = jnp.asarray(state.reward, jnp.float32)
+        terminated = jnp.asarray(state.done) > 0
+        components = {
+            k: jnp.asarray(v, jnp.float32)
+            for k, v in state.metrics.items()
+            if k.startswith("reward/") and jnp.ndim(v) == 0
+        }
+        if not components:
+            components = {"reward/total": reward}
+        return obs, reward, terminated, components
+
+
+def make_playground_env(name: str, config_override: Mapping[str, Any] | None = None):
+    """``playground/<name>``: the DM Control Suite task ``name`` with config overrides."""
+    try:
+        suite, registry = _suite()
+    except ImportError as err:
+        raise ImportError(
+            f"playground/{name} needs MuJoCo Playground: pip install playground==0.2.0 ({err})"
+        ) from err
+    names = sorted(suite.ALL_ENVS)
+    if name not in names:
+        from unilab_jax.envs.registry import UnknownEnvError
+
+        raise UnknownEnvError(
+            f"Unknown Playground DM Control Suite task {name!r}; available: "
+            + ", ".join(f"playground/{n}" for n in names)
+        )
+    override = dict(config_override or {})
+    full_reset = bool(override.pop("full_reset", name not in SIMULATING_RESETS))
+    config = registry.get_default_config(name)
+    if "impl" in config:
+        config.impl = "jax"
+    config = _apply_override(config, override, name)
+    with quiet_import():
+        env = registry.load(name, config=config)
+    # Some tasks adjust their config in __init__ (e.g. vision cartpole's episode length).
+    episode_length = int(getattr(env, "_config", config).episode_length)
+    return PlaygroundEnv(name, env, episode_length, full_reset)
