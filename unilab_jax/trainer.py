@@ -109,10 +109,9 @@ class Trainer:
         self.agent: Agent = _MAKERS[config.algo](
             self.algo_config, self.obs_dim, self.critic_dim, self.env.action_size, axis_name="data"
         )
-        if config.num_devices > 1 and jax.default_backend() == "cpu":
-            # jaxlib 0.10.2's batched LAPACK kernels deadlock across forced host devices;
-            # lower Cholesky / triangular solve without LAPACK (see unilab_jax.cpu_linalg).
-            cpu_linalg.install()
+        # jaxlib 0.10.2's batched LAPACK kernels can deadlock on CPU (more likely across
+        # forced host devices); lower Cholesky / triangular solve without LAPACK.
+        cpu_linalg.install_on_cpu()
         self.mesh = make_mesh(config.num_devices)
         self.init = make_init_fn(config, self.env, self.agent, self.mesh)
         self._steps: dict[int, Any] = {}

@@ -49,6 +49,8 @@ import jax.numpy as jnp
 import mujoco
 from flax import struct
 
+from unilab_jax import cpu_linalg
+
 # mujoco.mjx prints "Failed to import warp" when the optional MuJoCo-Warp backend is absent;
 # we always select MJX's JAX implementation, so the message is noise for our users.
 with contextlib.redirect_stdout(io.StringIO()):
@@ -277,6 +279,8 @@ class Env:
         self.name = name
         self.sim_backend = sim_backend
         self.physics = MjxPhysics(task.model, task.n_frames, task.reset_forward)
+        # jaxlib 0.10.2's batched LAPACK Cholesky can deadlock on CPU (unilab_jax.cpu_linalg).
+        cpu_linalg.install_on_cpu()
 
     # ----------------------------------------------------------------- properties
     @property

@@ -18,6 +18,7 @@ from unilab_jax.envs.base import Env, Task, apply_config_override
 from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
+from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig
 from unilab_jax.envs.robots.quadruped import (
     Go1JoystickFlat,
     Go1JoystickFlatConfig,
@@ -132,5 +133,6 @@ def load(
 register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig())
 register("CartpoleBalance", CartpoleBalance, CartpoleBalanceConfig())
 register("CheetahRun", CheetahRun, CheetahRunConfig())
+register("G1WalkFlat", G1WalkFlat, G1WalkFlatConfig())
 register("Go1JoystickFlat", Go1JoystickFlat, Go1JoystickFlatConfig())
 register("Go2JoystickFlat", Go2JoystickFlat, Go2JoystickFlatConfig())

@@ -31,6 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from unilab_jax import cpu_linalg
 from unilab_jax.envs.base import CRITIC_KEY, OBS_KEY, EnvState
 
 __all__ = [
@@ -89,6 +90,8 @@ class AdapterEnv:
         self._action_size = int(action_size)
         self._episode_length = int(episode_length)
         self._value_bounds = value_bounds
+        # MJX underneath: keep jaxlib 0.10.2's batched LAPACK kernels off the CPU (cpu_linalg).
+        cpu_linalg.install_on_cpu()
 
     # ----------------------------------------------------------------- to implement
     def _foreign_reset(self, key: jax.Array) -> Any:
