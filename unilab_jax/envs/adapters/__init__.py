@@ -45,6 +45,9 @@ __all__ = [
 PLAYGROUND_PREFIX = "playground/"
 BRAX_PREFIX = "brax/"
 ADAPTER_PREFIXES = (PLAYGROUND_PREFIX, BRAX_PREFIX)
+#: Keys of a dict observation used as the actor's and the critic's group (first one present).
+ACTOR_KEYS = ("state", "obs")
+CRITIC_KEYS = ("privileged_state", "critic")
 
 
 @contextlib.contextmanager
@@ -58,9 +61,10 @@ def quiet_import():
 class AdapterEnv:
     """Our time limit and automatic reset around a foreign env's pure ``reset``/``step``.
 
-    Subclasses implement :meth:`_foreign_reset`, :meth:`_foreign_step` and :meth:`_read`
-    (``foreign state -> (obs groups, reward, terminated, reward components)``).
-    ``task_state`` is empty.
+    The foreign env (``foreign``) has the shape Brax and Playground share: ``reset(key)``,
+    ``step(state, action)`` and ``action_size``; its states carry ``obs`` (an array or a dict
+    of groups), ``reward``, ``done`` and ``metrics``. Subclasses only say which metrics are
+    reward components (:meth:`_reward_components`). ``task_state`` is empty.
 
     ``full_reset=True`` (our tasks' behaviour): an ended episode restarts from a fresh
     ``reset(key)``, i.e. new random initial conditions every episode. Under ``vmap`` the reset
@@ -77,8 +81,8 @@ class AdapterEnv:
     def __init__(
         self,
         name: str,
+        foreign: Any,
         *,
-        action_size: int,
         episode_length: int,
         value_bounds: tuple[float, float] | None = None,
         full_reset: bool = True,
@@ -86,24 +90,36 @@ class AdapterEnv:
         if int(episode_length) < 1:
             raise ValueError(f"{name}: episode_length must be >= 1, got {episode_length}")
         self.name = name
+        self.foreign = foreign
         self.full_reset = bool(full_reset)
-        self._action_size = int(action_size)
+        self._action_size = int(foreign.action_size)
         self._episode_length = int(episode_length)
         self._value_bounds = value_bounds
         # MJX underneath: keep jaxlib 0.10.2's batched LAPACK kernels off the CPU (cpu_linalg).
         cpu_linalg.install_on_cpu()
 
-    # ----------------------------------------------------------------- to implement
+    # ----------------------------------------------------------------- foreign state
+    def _reward_components(self, metrics: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """``reward/<name>`` components among the foreign scalar metrics (subclasses)."""
+        del metrics
+        return {}
+
     def _foreign_reset(self, key: jax.Array) -> Any:
-        raise NotImplementedError
+        return self.foreign.reset(key)
 
     def _foreign_step(self, state: Any, action: jax.Array) -> Any:
-        raise NotImplementedError
+        return self.foreign.step(state, action)
 
     def _read(
         self, state: Any
     ) -> tuple[dict[str, jax.Array], jax.Array, jax.Array, dict[str, jax.Array]]:
-        raise NotImplementedError
+        """``foreign state -> (obs groups, reward, terminated, reward components)``; the
+        total reward stands in as ``reward/total`` when no component is reported."""
+        obs = flat_groups(state.obs, ACTOR_KEYS, CRITIC_KEYS, self.name)
+        reward = jnp.asarray(state.reward, jnp.float32)
+        terminated = jnp.asarray(state.done) > 0
+        components = self._reward_components(state.metrics) or {"reward/total": reward}
+        return obs, reward, terminated, components
 
     # ----------------------------------------------------------------- Env properties
     @property

@@ -25,14 +25,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from unilab_jax.envs.adapters import AdapterEnv, flat_groups, quiet_import
+from unilab_jax.envs.adapters import AdapterEnv, quiet_import
 
 __all__ = ["BraxEnv", "brax_names", "make_brax_env"]
 
 DEFAULT_BACKEND = "mjx"
 DEFAULT_EPISODE_LENGTH = 1000
-_ACTOR_KEYS = ("state", "obs")
-_CRITIC_KEYS = ("privileged_state", "critic")
 
 
 def _envs():
@@ -56,31 +54,19 @@ class BraxEnv(AdapterEnv):
     def __init__(self, name: str, env: Any, episode_length: int, full_reset: bool) -> None:
         super().__init__(
             f"brax/{name}",
-            action_size=env.action_size,
+            env,
             episode_length=episode_length,
             value_bounds=None,  # reward scales differ too much between Brax envs to suggest one
             full_reset=full_reset,
         )
-        self.foreign = env
 
-    def _foreign_reset(self, key: jax.Array) -> Any:
-        return self.foreign.reset(key)
-
-    def _foreign_step(self, state: Any, action: jax.Array) -> Any:
-        return self.foreign.step(state, action)
-
-    def _read(self, state: Any):
-        obs = flat_groups(state.obs, _ACTOR_KEYS, _CRITIC_KEYS, self.name)
-        reward = jnp.asarray(state.reward, jnp.float32)
-        terminated = jnp.asarray(state.done) > 0
-        components = {
+    def _reward_components(self, metrics: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """Brax names its reward terms ``reward_<name>``."""
+        return {
             "reward/" + k[len("reward_") :]: jnp.asarray(v, jnp.float32)
-            for k, v in state.metrics.items()
+            for k, v in metrics.items()
             if k.startswith("reward_") and jnp.ndim(v) == 0
         }
-        if not components:
-            components = {"reward/total": reward}
-        return obs, reward, terminated, components
 
 
 def make_brax_env(name: str, config_override: Mapping[str, Any] | None = None):

@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from unilab_jax.envs.adapters import AdapterEnv, flat_groups, quiet_import
+from unilab_jax.envs.adapters import AdapterEnv, quiet_import
 
 __all__ = ["PlaygroundEnv", "make_playground_env", "playground_names"]
 
@@ -35,8 +35,6 @@ DM_CONTROL_VALUE_BOUNDS = (-1.0, 40.0)
 #: Tasks whose reset simulates (CheetahRun settles for 200 physics steps): by default they
 #: restart each env from its first initial state instead of computing a reset on every step.
 SIMULATING_RESETS = frozenset({"CheetahRun"})
-_ACTOR_KEYS = ("state", "obs")
-_CRITIC_KEYS = ("privileged_state", "critic")
 
 
 def _suite():
@@ -78,31 +76,19 @@ class PlaygroundEnv(AdapterEnv):
     def __init__(self, name: str, env: Any, episode_length: int, full_reset: bool) -> None:
         super().__init__(
             f"playground/{name}",
-            action_size=env.action_size,
+            env,
             episode_length=episode_length,
             value_bounds=DM_CONTROL_VALUE_BOUNDS,
             full_reset=full_reset,
         )
-        self.foreign = env
 
-    def _foreign_reset(self, key: jax.Array) -> Any:
-        return self.foreign.reset(key)
-
-    def _foreign_step(self, state: Any, action: jax.Array) -> Any:
-        return self.foreign.step(state, action)
-
-    def _read(self, state: Any):
-        obs = flat_groups(state.obs, _ACTOR_KEYS, _CRITIC_KEYS, self.name)
-        reward = jnp.asarray(state.reward, jnp.float32)
-        terminated = jnp.asarray(state.done) > 0
-        components = {
+    def _reward_components(self, metrics: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """Playground tasks that report reward terms name them ``reward/<name>``."""
+        return {
             k: jnp.asarray(v, jnp.float32)
-            for k, v in state.metrics.items()
+            for k, v in metrics.items()
             if k.startswith("reward/") and jnp.ndim(v) == 0
         }
-        if not components:
-            components = {"reward/total": reward}
-        return obs, reward, terminated, components
 
 
 def make_playground_env(name: str, config_override: Mapping[str, Any] | None = None):
