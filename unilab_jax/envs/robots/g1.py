@@ -105,6 +105,7 @@ import mujoco
 import numpy as np
 
 from unilab_jax.envs.base import Task
+from unilab_jax.envs.robots.common import base_state
 
 __all__ = ["G1WalkFlat", "G1WalkFlatConfig", "build_g1_model"]
 
@@ -273,13 +274,6 @@ def build_g1_model(config: G1WalkFlatConfig) -> mujoco.MjModel:
     return model
 
 
-def _rotate_inv(quat: jax.Array, v: jax.Array) -> jax.Array:
-    """Rotate world-frame ``v`` into the frame of unit quaternion ``quat`` (wxyz)."""
-    quat = quat / jnp.linalg.norm(quat)
-    w, u = quat[0], quat[1:]
-    return (2.0 * w * w - 1.0) * v + 2.0 * jnp.dot(u, v) * u - 2.0 * w * jnp.cross(u, v)
-
-
 class G1WalkFlat(Task):
     """Unitree G1 velocity tracking on flat ground (see module docstring)."""
 
@@ -352,12 +346,8 @@ class G1WalkFlat(Task):
 
     @staticmethod
     def _base(data: Any) -> dict[str, jax.Array]:
-        quat = data.qpos[3:7]
-        return {
-            "gyro": data.qvel[3:6],
-            "gravity": _rotate_inv(quat, jnp.array([0.0, 0.0, -1.0])),
-            "lin_vel": _rotate_inv(quat, data.qvel[0:3]),
-        }
+        lin_vel, gyro, gravity = base_state(data)
+        return {"gyro": gyro, "gravity": gravity, "lin_vel": lin_vel}
 
     def _foot_heights(self, data: Any) -> jax.Array:
         return data.site_xpos[self._foot_sites, 2] - self._site_rest_height

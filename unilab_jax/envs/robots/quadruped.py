@@ -78,6 +78,7 @@ import numpy as np
 
 from unilab_jax.envs.base import Task
 from unilab_jax.envs.robots.assets import robot_mjcf_path
+from unilab_jax.envs.robots.common import base_state
 
 __all__ = [
     "Go1JoystickFlat",
@@ -323,25 +324,9 @@ class QuadrupedJoystick(Task):
 
     # ----------------------------------------------------------------- helpers
     @staticmethod
-    def _rot_t(quat: jax.Array) -> jax.Array:
-        """Transpose of the rotation matrix of ``quat`` (w, x, y, z): world -> body."""
-        w, x, y, z = quat / jnp.linalg.norm(quat)
-        r = jnp.array(
-            [
-                [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-            ]
-        )
-        return r.T
-
-    def _base(self, data: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def _base(data: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
         """(linear velocity body frame, angular velocity body frame, projected gravity)."""
-        rot_t = self._rot_t(data.qpos[3:7])
-        lin_vel = rot_t @ data.qvel[0:3]  # free joint: linear velocity in the world frame
-        ang_vel = data.qvel[3:6]  # free joint: angular velocity in the body frame
-        gravity = rot_t @ jnp.array([0.0, 0.0, -1.0])
-        return lin_vel, ang_vel, gravity
+        return base_state(data)
 
     def _sample_command(self, key: jax.Array) -> jax.Array:
         cfg = self.config
