@@ -273,7 +273,7 @@ class MultiGPUOffPolicyRunner(OffPolicyRunner):
         if failure is not None:
             raise failure
         if flag.item() == _STOP:
-            raise SystemExit("rank 0 stopped the run")
+            raise _StoppedByLead
         return wait_time
 
     def _broadcast_normalizers(self) -> None:
@@ -283,6 +283,11 @@ class MultiGPUOffPolicyRunner(OffPolicyRunner):
             if isinstance(normalizer, EmpiricalNormalization):
                 for buffer in normalizer.buffers():
                     dist.broadcast(buffer, src=0)
+
+
+class _StoppedByLead(Exception):
+    """Rank 0 stopped the run (it raises the reason itself); other ranks exit cleanly, so the
+    parent sees rank 0's error rather than a follower's exit code."""
 
 
 def _learner_worker(
@@ -322,7 +327,10 @@ def _learner_worker(
         runner.device = device
         runner.replay_buffer.device = device
         runner._close_complete = True  # the parent owns the collector and the shared memory
-        summary = runner._rank_loop(rank, max_iterations, save_interval, log_dir, logger_type)
+        try:
+            summary = runner._rank_loop(rank, max_iterations, save_interval, log_dir, logger_type)
+        except _StoppedByLead:
+            return
         if rank == 0:
             torch.save({"learner": learner.get_state_dict(), "summary": summary}, result_path)
         dist.barrier()
