@@ -1,19 +1,21 @@
 """Environment speed: env steps/s per task on 1 and 2 devices, and the full training iteration.
 
-1. Per registered task, ``--num-envs`` (default 1024) environments stepped by
-   ``jax.jit(jax.vmap(env.step))`` (state donated, one call per control step), with zero and
-   with uniformly random actions in [-1, 1]:
+1. Per task and per ``--num-envs`` (default 1024; several sizes allowed), environments stepped
+   by ``jax.jit(jax.vmap(env.step))`` (state donated, one call per control step), with zero
+   and/or uniformly random actions in [-1, 1] (``--actions``):
 
    * on 1 device: the plain jitted ``vmap``;
    * on 2 devices: the same body under ``jax.shard_map`` over a 1-D ``"data"`` mesh
      (``in_specs=P("data")``), in a subprocess started with
-     ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` and a hard timeout, because on the
-     CPU jaxlib 0.10.2 can deadlock there (see ``unilab_jax/cpu_linalg.py``). A timeout is
-     reported as such, not as a number.
+     ``XLA_FLAGS=--xla_force_host_platform_device_count=2``;
+   * ``--mujoco-threads N`` (optional): the same tasks on ``sim_backend="mujoco"``
+     (``unilab_jax.envs.make``: C MuJoCo on N threads, the task's observation / reward code
+     jitted on the CPU device), stepped through the numpy ``VecEnv.step``.
 
-   Every measurement runs in its own subprocess (one per device count), so the parent never
-   hangs and each child starts JAX with its own flags. ``--cpu-cholesky-fix`` installs
-   ``unilab_jax.cpu_linalg`` in the children first.
+   Every measurement runs in its own subprocess (one per backend, device count and size) with
+   a hard timeout, so the parent never hangs and each child starts JAX with its own flags; a
+   timeout is reported as such, not as a number. MJX envs on the CPU use the library's
+   LAPACK-free Cholesky (``unilab_jax/cpu_linalg.py``, installed by every CPU MJX env).
 
 2. The fused training iteration (env step + replay insert + normaliser + updates, all in the
    loop's one jitted step): env steps/s and ms per iteration of ``unilab_jax.trainer.train``
@@ -23,6 +25,8 @@
 
     python -m bench.envs                 # everything, records bench/RESULTS.md
     python -m bench.envs --skip-train --devices 1 --no-record
+    python -m bench.envs --robots        # the robot tasks at 1024 and 4096 envs (section
+                                         # "robots"): mjx on 1 and 2 devices, mujoco on 2 threads
 """
 
 from __future__ import annotations
@@ -54,11 +58,6 @@ _RESULT_TAG = "BENCH_RESULT "
 # ----------------------------------------------------------------------------- child side
 def _env_worker(args: argparse.Namespace) -> int:
     """Child process: measure every task on ``args.worker_devices`` devices, print JSON."""
-    if args.cpu_cholesky_fix:
-        from unilab_jax import cpu_linalg as cpu_cholesky_fix
-
-        cpu_cholesky_fix.install()
-
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -72,7 +71,8 @@ def _env_worker(args: argparse.Namespace) -> int:
     if len(jax.devices()) < n_dev:
         raise SystemExit(f"need {n_dev} devices, JAX sees {jax.devices()}")
     mesh = Mesh(np.array(jax.devices()[:n_dev]), ("data",), axis_types=(AxisType.Auto,))
-    local = args.num_envs // n_dev
+    num_envs = args.num_envs[0]
+    local = num_envs // n_dev
     print(_RESULT_TAG + json.dumps({"info": machine_info()}), flush=True)
 
     for name in args.tasks:
@@ -117,9 +117,9 @@ def _env_worker(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         compiled = step_fn.lower(state, scale0).compile()
         compile_s = time.perf_counter() - start
-        for mode, scale in (("zero", 0.0), ("random", 1.0)):
+        for mode in args.actions:
             holder = {"state": state}
-            scale = jnp.float32(scale)
+            scale = jnp.float32(1.0 if mode == "random" else 0.0)
 
             def run_steps(holder=holder, scale=scale, compiled=compiled):
                 s = holder["state"]
@@ -131,26 +131,69 @@ def _env_worker(args: argparse.Namespace) -> int:
             timing = time_repeated(run_steps, repeats=args.repeats, warmup=1)
             state = holder["state"]
             finite = bool(jnp.all(jnp.isfinite(state.obs["obs"])))
-            sec = timing["median"]
-            out = {
-                "task": name,
-                "devices": n_dev,
-                "actions": mode,
-                "num_envs": local * n_dev,
-                "compile_s": compile_s,
-                "ms_per_step": 1e3 * sec / args.steps,
-                "ms_min": 1e3 * timing["min"] / args.steps,
-                "steps_per_s": args.steps * local * n_dev / sec,
-                "spread": (timing["max"] - timing["min"]) / sec,
-                "finite": finite,
-            }
-            print(_RESULT_TAG + json.dumps(out), flush=True)
+            _print_row(args, name, f"mjx, {n_dev} dev", mode, local * n_dev, compile_s, timing)
+            if not finite:
+                print(f"    {name}: non-finite observations after the timed steps", flush=True)
     return 0
 
 
+def _mujoco_worker(args: argparse.Namespace) -> int:
+    """Child process: the tasks on ``sim_backend="mujoco"`` with ``args.worker_mujoco``
+    threads, stepped through the numpy ``VecEnv.step``; prints JSON rows."""
+    import numpy as np
+
+    from bench.common import machine_info
+    from unilab_jax.envs import make
+
+    threads = args.worker_mujoco
+    num_envs = args.num_envs[0]
+    print(_RESULT_TAG + json.dumps({"info": machine_info()}), flush=True)
+    for name in args.tasks:
+        start = time.perf_counter()
+        env = make(name, num_envs, "mujoco", nthread=threads)
+        env.init_state()
+        rng = np.random.default_rng(0)
+        shape = (num_envs, *env.action_space.shape)
+        env.step(np.zeros(shape, np.float32))  # compiles the task's jitted obs / reward code
+        compile_s = time.perf_counter() - start
+        for mode in args.actions:
+
+            def run_steps(env=env, mode=mode, rng=rng, shape=shape):
+                for _ in range(args.steps):
+                    if mode == "random":
+                        actions = rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+                    else:
+                        actions = np.zeros(shape, np.float32)
+                    env.step(actions)
+
+            timing = time_repeated(run_steps, repeats=args.repeats, warmup=1)
+            _print_row(args, name, f"mujoco, {threads} threads", mode, num_envs, compile_s, timing)
+        env.close()
+    return 0
+
+
+def _print_row(args, name, backend, mode, num_envs, compile_s, timing) -> None:
+    sec = timing["median"]
+    out = {
+        "task": name,
+        "backend": backend,
+        "actions": mode,
+        "num_envs": num_envs,
+        "compile_s": compile_s,
+        "ms_per_step": 1e3 * sec / args.steps,
+        "ms_min": 1e3 * timing["min"] / args.steps,
+        "steps_per_s": args.steps * num_envs / sec,
+        "spread": (timing["max"] - timing["min"]) / sec,
+    }
+    print(_RESULT_TAG + json.dumps(out), flush=True)
+
+
 # ----------------------------------------------------------------------------- parent side
-def _run_child(args: argparse.Namespace, devices: int) -> tuple[list[dict], dict | None, str]:
-    """Run ``_env_worker`` in a subprocess; returns (rows, machine info, status)."""
+def _run_child(
+    args: argparse.Namespace, num_envs: int, devices: int = 1, mujoco_threads: int = 0
+) -> tuple[list[dict], dict | None, str]:
+    """Run ``_env_worker`` (MJX on ``devices``) or ``_mujoco_worker`` (C MuJoCo on
+    ``mujoco_threads``) for ``num_envs`` envs in a subprocess; returns (rows, info, status)."""
     env = dict(os.environ)
     flags = with_host_devices(env.get("XLA_FLAGS", ""), devices)
     if flags:
@@ -159,23 +202,23 @@ def _run_child(args: argparse.Namespace, devices: int) -> tuple[list[dict], dict
         sys.executable,
         "-m",
         "bench.envs",
-        "--worker-devices",
-        str(devices),
+        *(("--worker-mujoco", str(mujoco_threads)) if mujoco_threads else ()),
+        *(() if mujoco_threads else ("--worker-devices", str(devices))),
         "--num-envs",
-        str(args.num_envs),
+        str(num_envs),
         "--steps",
         str(args.steps),
         "--repeats",
         str(args.repeats),
+        "--actions",
+        *args.actions,
         "--tasks",
         *args.tasks,
     ]
-    if args.cpu_cholesky_fix:
-        cmd.append("--cpu-cholesky-fix")
     rows: list[dict] = []
     info = None
     status = "ok"
-    print(f"... {devices} device(s): {' '.join(cmd[1:])} (timeout {args.timeout}s)", flush=True)
+    print(f"... {' '.join(cmd[1:])} (timeout {args.timeout}s)", flush=True)
     proc = subprocess.Popen(
         cmd,
         cwd=REPO_ROOT,
@@ -208,8 +251,9 @@ def _run_child(args: argparse.Namespace, devices: int) -> tuple[list[dict], dict
 
 def _fmt_env_row(r: dict) -> str:
     return (
-        f"{r['task']} {r['devices']} dev {r['actions']}: {r['steps_per_s']:.0f} steps/s, "
-        f"{r['ms_per_step']:.2f} ms/step, compile {r['compile_s']:.1f}s"
+        f"{r['task']} {r['num_envs']} envs {r['backend']} {r['actions']}: "
+        f"{r['steps_per_s']:.0f} steps/s, {r['ms_per_step']:.2f} ms/step, "
+        f"compile {r['compile_s']:.1f}s"
     )
 
 
@@ -250,18 +294,38 @@ def _train_measure(args: argparse.Namespace, name: str, algo: str) -> dict:
     }
 
 
+ROBOT_ENV_COUNTS = (1024, 4096)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-envs", type=int, default=1024, help="envs per measurement")
+    parser.add_argument(
+        "--num-envs", type=int, nargs="+", default=None, help="env counts (default 1024)"
+    )
     parser.add_argument("--steps", type=int, default=10, help="control steps per timed call")
     parser.add_argument("--tasks", nargs="+", default=None, help="tasks (default: all)")
-    parser.add_argument("--devices", default="1,2", help="device counts to measure, e.g. 1,2")
-    parser.add_argument("--timeout", type=int, default=240, help="seconds per subprocess")
+    parser.add_argument("--devices", default="1,2", help="MJX device counts, e.g. 1,2 ('' none)")
     parser.add_argument(
-        "--cpu-cholesky-fix",
-        action="store_true",
-        help="install bench.cpu_cholesky_fix in the env measurements (LAPACK-free Cholesky)",
+        "--mujoco-threads",
+        type=int,
+        default=0,
+        help="also measure sim_backend='mujoco' on this many C MuJoCo threads (0: skip)",
     )
+    parser.add_argument(
+        "--actions",
+        nargs="+",
+        choices=("zero", "random"),
+        default=["zero", "random"],
+        help="action modes to time",
+    )
+    parser.add_argument(
+        "--robots",
+        action="store_true",
+        help="the robot tasks at 1024 and 4096 envs, random actions, mjx on 1 and 2 devices "
+        "and mujoco on 2 threads, 3 steps x 2 repeats, no training part; recorded as the "
+        "'robots' section",
+    )
+    parser.add_argument("--timeout", type=int, default=240, help="seconds per subprocess")
     parser.add_argument("--skip-envs", action="store_true", help="only the training part")
     parser.add_argument("--skip-train", action="store_true", help="only the env-step part")
     parser.add_argument("--train-tasks", nargs="+", default=["PendulumSwingup", "CheetahRun"])
@@ -275,15 +339,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-iterations", type=int, default=120)
     parser.add_argument("--train-log-interval", type=int, default=20)
     parser.add_argument("--worker-devices", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--worker-mujoco", type=int, default=0, help=argparse.SUPPRESS)
     add_common_args(parser, repeats=3)
     args = parser.parse_args(argv)
 
+    if args.robots:
+        from unilab_jax.envs.robots import ROBOT_TASKS
+
+        args.tasks = args.tasks or list(ROBOT_TASKS)
+        args.num_envs = args.num_envs or list(ROBOT_ENV_COUNTS)
+        args.actions = ["random"]
+        args.mujoco_threads = args.mujoco_threads or 2
+        args.skip_train = True
+        if "--steps" not in (argv if argv is not None else sys.argv):
+            args.steps = 3
+        if "--repeats" not in (argv if argv is not None else sys.argv):
+            args.repeats = 2
+        if "--timeout" not in (argv if argv is not None else sys.argv):
+            args.timeout = 900
+    args.num_envs = args.num_envs or [1024]
     if args.tasks is None:
         from unilab_jax.envs import registered_names
+        from unilab_jax.envs.robots import ROBOT_TASKS
 
-        args.tasks = registered_names()
+        args.tasks = [t for t in registered_names() if t not in ROBOT_TASKS]
     if args.worker_devices:
         return _env_worker(args)
+    if args.worker_mujoco:
+        return _mujoco_worker(args)
 
     from bench.common import machine_info, machine_lines
 
@@ -293,27 +376,33 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.skip_envs:
         rows: list[dict] = []
-        statuses = {}
-        for devices in (int(d) for d in args.devices.split(",")):
-            got, _, status = _run_child(args, devices)
+        failed: list[tuple[str, int, str, str]] = []
+        runs = [(n, int(d), 0) for n in args.num_envs for d in args.devices.split(",") if d]
+        if args.mujoco_threads:
+            runs += [(n, 1, args.mujoco_threads) for n in args.num_envs]
+        for num_envs, devices, threads in runs:
+            got, _, status = _run_child(args, num_envs, devices, threads)
             rows += got
-            statuses[devices] = status
             if status != "ok":
-                print(f"    {devices} device(s): {status}", flush=True)
+                backend = f"mujoco, {threads} threads" if threads else f"mjx, {devices} dev"
+                print(f"    {num_envs} envs {backend}: {status}", flush=True)
+                done = {r["task"] for r in got}
+                failed += [(t, num_envs, backend, status) for t in args.tasks if t not in done]
         headers = [
             "task",
-            "devices",
             "envs",
+            "backend",
             "actions",
             "env steps/s",
             "ms / step (min)",
             "compile s",
         ]
+        rows.sort(key=lambda r: (r["task"], r["num_envs"], r["backend"], r["actions"]))
         table_rows = [
             [
                 r["task"],
-                r["devices"],
                 r["num_envs"],
+                r["backend"],
                 r["actions"],
                 f"{r['steps_per_s']:,.0f}",
                 f"{r['ms_per_step']:.2f} ({r['ms_min']:.2f})",
@@ -321,38 +410,38 @@ def main(argv: list[str] | None = None) -> int:
             ]
             for r in rows
         ]
-        for devices, status in statuses.items():
-            done = {r["task"] for r in rows if r["devices"] == devices}
-            table_rows += [
-                [t, devices, args.num_envs, "-", status, "-", "-"]
-                for t in args.tasks
-                if t not in done
-            ]
+        table_rows += [[t, n, b, "-", st, "-", "-"] for t, n, b, st in failed]
         table = markdown_table(headers, table_rows)
         print()
         print(table, flush=True)
-        fix = (
-            "with `unilab_jax.cpu_linalg` installed"
-            if args.cpu_cholesky_fix
-            else ("jax's own (LAPACK) CPU lowerings")
-        )
         notes = [
-            f"`jax.jit(jax.vmap(env.step))` (state donated), one call per control step, "
+            f"MJX: `jax.jit(jax.vmap(env.step))` (state donated), one call per control step, "
             f"{args.steps} steps per timed call, median of {args.repeats} calls after one "
-            f"warm-up; zero actions, or uniform random actions in [-1, 1]. 2 devices: the same "
-            f"body under `jax.shard_map` over a 1-D `data` mesh of 2 forced host devices "
-            f"(`XLA_FLAGS=--xla_force_host_platform_device_count=2`; on this 2-core CPU both "
-            f"devices share the same cores). Linear algebra: {fix}. Each device count runs in "
-            f"its own subprocess with a {args.timeout}s timeout.",
+            f"warm-up; actions: {' and '.join(args.actions)} (random: uniform in [-1, 1]). "
+            f"2 devices: the same body under `jax.shard_map` over a 1-D `data` mesh of 2 forced "
+            f"host devices (`XLA_FLAGS=--xla_force_host_platform_device_count=2`; on this CPU "
+            f"both devices share the same cores). Linear algebra: the library's LAPACK-free "
+            f"Cholesky (`unilab_jax/cpu_linalg.py`, installed by every CPU MJX env). Each "
+            f"backend, device count and size runs in its own subprocess with a "
+            f"{args.timeout}s timeout.",
         ]
+        if args.mujoco_threads:
+            notes.append(
+                f"mujoco: `unilab_jax.envs.make(task, n, 'mujoco', nthread="
+                f"{args.mujoco_threads})`, C MuJoCo (float64) on {args.mujoco_threads} threads "
+                f"plus the task's jitted observation / reward code on the CPU device, stepped "
+                f"through the numpy `VecEnv.step` (numpy actions in, numpy observations out); "
+                f"'compile s' is building the env plus its first step."
+            )
         spread = max((r["spread"] for r in rows), default=0.0)
         if spread > 0.1:
             notes.append(f"Largest (max - min) / median over the repeats: {spread:.0%}.")
-        name = "envs-fix" if args.cpu_cholesky_fix else "envs"
-        title = "Env steps/s (`bench/envs.py`)" + (
-            ", LAPACK-free Cholesky" if args.cpu_cholesky_fix else ""
-        )
-        sections.append((name, title, table, notes))
+        if args.robots:
+            sections.append(
+                ("robots", "Robot tasks: env steps/s (`bench/envs.py --robots`)", table, notes)
+            )
+        else:
+            sections.append(("envs", "Env steps/s (`bench/envs.py`)", table, notes))
 
     if not args.skip_train:
         results = []

@@ -9,7 +9,6 @@ Brax) goes through ``unilab_jax.trainer.train``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.util
 
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 
 from unilab_jax.config import TrainConfig
-from unilab_jax.envs import EnvState, UnknownEnvError, registry
+from unilab_jax.envs import EnvState, UnknownEnvError, make
 from unilab_jax.envs.adapters import adapter_names, load_adapter
 
 pytestmark = pytest.mark.timeout(600)
@@ -190,21 +189,6 @@ def test_restart_from_first_state_without_full_reset() -> None:
 
 
 # --------------------------------------------------------------------------- training
-@contextlib.contextmanager
-def adapters_in_registry():
-    """Route ``load`` through the adapters until the registry does it itself."""
-    original = registry.load
-
-    def load(name, sim_backend="mjx", config_override=None):
-        env = load_adapter(name, config_override)
-        return env if env is not None else original(name, sim_backend, config_override)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("unilab_jax.envs.registry.load", load)
-        mp.setattr("unilab_jax.trainer.load", load)
-        yield
-
-
 TRAIN = [
     pytest.param("playground/CartpoleBalance", "sac", marks=needs_playground),
     pytest.param("brax/inverted_pendulum", "td3", marks=needs_brax),
@@ -229,8 +213,7 @@ def test_short_training_run(name: str, algo: str) -> None:
         env_overrides={"episode_length": 10},
     )
     algo_config = {"actor_hidden_dim": 16, "critic_hidden_dim": 32, "num_atoms": 11}
-    with adapters_in_registry():
-        result = train(config, algo_config, quiet=True)
+    result = train(config, algo_config, quiet=True)
     assert result.summary["completed_iterations"] == 20
     assert result.summary["mean_episode_length"] is not None  # episodes ended and were counted
     learner = result.history[-1]["learner"]
@@ -238,3 +221,25 @@ def test_short_training_run(name: str, algo: str) -> None:
     assert all(np.isfinite(v) for v in learner.values())
     assert any("loss" in k for k in learner)
     assert result.history[-1]["components"]
+
+
+# --------------------------------------------------------------------------- numpy VecEnv
+@needs_brax
+def test_vec_env_make_runs_an_adapter_on_mjx_only() -> None:
+    """``unilab_jax.envs.make`` (the torch collector's env API) takes adapter names on
+    ``"mjx"``; on ``"mujoco"`` it says that C MuJoCo runs only the registered tasks."""
+    name = "brax/inverted_pendulum"
+    with pytest.raises(ValueError, match=r"sim_backend='mjx' only .*PendulumSwingup"):
+        make(name, BATCH, "mujoco")
+    with make(name, BATCH, "mjx", {"episode_length": SHORT_EPISODE}) as env:
+        assert env.action_space.shape == (1,)
+        assert env.max_episode_steps == SHORT_EPISODE
+        state = env.init_state(stagger=False)
+        assert state.obs["obs"].shape == (BATCH, 4)
+        ended = np.zeros(BATCH, bool)
+        for _ in range(SHORT_EPISODE):
+            state = env.step(np.ones((BATCH, 1), np.float32))
+            assert np.isfinite(state.reward).all()
+            ended |= state.terminated | state.truncated
+        assert ended.all()  # every env fell or hit the time limit, and was reset
+        assert (state.info["episode_step"] < SHORT_EPISODE).all()

@@ -43,8 +43,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from unilab_jax.envs.adapters import ADAPTER_PREFIXES, load_adapter
 from unilab_jax.envs.base import Env, EnvState, Task
-from unilab_jax.envs.registry import make_task
+from unilab_jax.envs.registry import make_task, registered_names
 
 __all__ = [
     "VEC_SIM_BACKENDS",
@@ -317,8 +318,12 @@ class MjxVecEnv(VecEnv):
 
     sim_backend = "mjx"
 
-    def __init__(self, task: Task, name: str, num_envs: int, seed: int = 0) -> None:
-        self.env = Env(task, name=name, sim_backend="mjx")
+    def __init__(
+        self, task: Task, name: str, num_envs: int, seed: int = 0, *, env: Any = None
+    ) -> None:
+        # ``env``: an already built Env-like (a Playground / Brax adapter); ``task`` is then
+        # that env, which has the ``episode_length`` and ``action_size`` VecEnv reads.
+        self.env = env if env is not None else Env(task, name=name, sim_backend="mjx")
         super().__init__(task, name, num_envs, seed, self.env.obs_size)
         shapes = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
         self._set_reward_keys(shapes.metrics)
@@ -363,7 +368,8 @@ def make(
     """Build the numpy-facing vectorised env ``env_name`` with ``num_envs`` copies.
 
     Args:
-        env_name: a registered task (unknown names raise ``UnknownEnvError`` listing them).
+        env_name: a registered task (unknown names raise ``UnknownEnvError`` listing them),
+            or a ``"playground/<Name>"`` / ``"brax/<name>"`` adapter (``"mjx"`` only).
         num_envs: batch size.
         sim_backend: ``"mujoco"`` (C MuJoCo on CPU threads, the reference's backend and the
             default here, as in the reference) or ``"mjx"`` (MJX on the default JAX device).
@@ -372,6 +378,17 @@ def make(
         nthread: C MuJoCo threads (``"mujoco"`` only; default: the CPU cores this process may
             use).
     """
+    if env_name.startswith(ADAPTER_PREFIXES):
+        if sim_backend != "mjx":
+            raise ValueError(
+                f"{env_name}: Playground and Brax environments are JAX environments and run on "
+                f"sim_backend='mjx' only (got {sim_backend!r}); C MuJoCo ('mujoco') runs the "
+                f"registered tasks: {', '.join(registered_names())}"
+            )
+        if nthread is not None:
+            raise ValueError("nthread applies to sim_backend='mujoco' only")
+        adapter = load_adapter(env_name, env_cfg_override)
+        return MjxVecEnv(adapter, env_name, num_envs, seed, env=adapter)
     task = make_task(env_name, env_cfg_override)  # unknown names fail first
     if sim_backend == "mjx":
         if nthread is not None:
