@@ -1,12 +1,15 @@
 """Runs a long off-policy `learn()` with the console display; used by the Ctrl+C test.
 
 Usage: python interrupt_script.py LOG_DIR. Writes "READY <collector pid>" straight to stdout
-after the first training iteration, then keeps training until interrupted.
+after the first training iteration, then keeps training until interrupted. SIGUSR1 dumps
+every thread's stack to stderr (the test asks for it when the run does not exit in time).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 
 import torch
@@ -27,6 +30,7 @@ class _ReadyRunner(OffPolicyRunner):
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     torch.set_num_threads(1)
     learner = FastSACLearner(3, 1, 3, actor_hidden_dim=32, critic_hidden_dim=32, v_min=-5, v_max=40)
     runner = _ReadyRunner(

@@ -266,7 +266,13 @@ def test_ctrl_c_in_terminal_restores_cursor_and_leaves_nothing(tmp_path):
         assert sid == proc.pid
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl+C does
         t0 = time.monotonic()
-        returncode = proc.wait(30)
+        try:
+            returncode = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGUSR1)  # the script's faulthandler dumps every stack
+            time.sleep(2.0)
+            output = b"".join(chunks).decode(errors="replace")
+            pytest.fail(f"no exit 30 s after Ctrl+C; the run's output ends with:\n{output[-6000:]}")
         exit_time = time.monotonic() - t0
     finally:
         if proc.poll() is None:
@@ -341,3 +347,27 @@ def test_collector_failure_stops_every_learner_rank(tmp_path):
         learn(runner, tmp_path, NO_LIMIT)
     assert time.monotonic() - t0 < 90
     assert runner._rank_context is None
+
+
+# -- a Ctrl+C that Python swallows -----------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_interrupt_swallowed_by_a_finaliser_is_raised_again():
+    """Python ignores an exception raised while ``__del__`` runs: a SIGINT landing there would
+    let the training loop run on. ``interrupt_guard`` remembers it for the loop's next check."""
+    from unilab.ipc.async_runner import interrupt_guard
+
+    class SignalsWhileFinalised:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs here, inside __del__, and is swallowed
+                pass
+
+    with interrupt_guard() as guard:
+        obj = SignalsWhileFinalised()
+        del obj  # no KeyboardInterrupt escapes
+        assert guard.requested
+        with pytest.raises(KeyboardInterrupt):
+            guard.check()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

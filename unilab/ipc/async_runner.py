@@ -13,6 +13,10 @@ the lifetime rules in one place:
 - The collector ignores SIGINT: Ctrl+C in a terminal reaches the whole process group, and the
   learner, not the collector, decides how to stop (it sets the stop event in `close()`). The
   collector also exits on its own if the learner process disappears (`parent_alive`).
+- Ctrl+C cannot be lost in the learner: `interrupt_guard()` (around the training loop) notes
+  every SIGINT, and the loop re-raises `KeyboardInterrupt` at its next iteration. Python
+  swallows an exception raised while a finaliser (`__del__`, a weakref callback) runs, so a
+  SIGINT landing there would otherwise leave a 1,000,000-iteration run going.
 - `close()` is idempotent and runs from `learn()`'s `finally`, from user code and from
   `__del__`: set stop, join (10 s), terminate, join (5 s), kill, then release every registered
   resource (`cleanup()` if it has one, else `close()`), so no process and no `/dev/shm` entry
@@ -27,14 +31,49 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["AsyncRunner", "CollectorError", "parent_alive"]
+__all__ = ["AsyncRunner", "CollectorError", "InterruptGuard", "interrupt_guard", "parent_alive"]
 
 _JOIN_TIMEOUT_S = 10.0
 _TERMINATE_TIMEOUT_S = 5.0
+
+
+class InterruptGuard:
+    """Remembers a SIGINT so that the training loop can raise it again (``check()``)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.requested = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` if a SIGINT arrived (even one that was swallowed)."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interrupt_guard() -> Iterator[InterruptGuard]:
+    """Install :class:`InterruptGuard`'s SIGINT handler for the block, in the main thread and
+    only over Python's default handler (a handler of the caller's own is left alone)."""
+    guard = InterruptGuard()
+    installed = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    if installed:
+        signal.signal(signal.SIGINT, guard.handler)
+    try:
+        yield guard
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class CollectorError(RuntimeError):

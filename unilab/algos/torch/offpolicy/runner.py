@@ -60,7 +60,7 @@ from unilab.algos.torch.common.actor_factory import (
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
 from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
-from unilab.ipc.async_runner import AsyncRunner, drain_queue
+from unilab.ipc.async_runner import AsyncRunner, drain_queue, interrupt_guard
 from unilab.logging.trace_event import TraceRecorder, maybe_span
 from unilab_jax.logging import OffPolicyLogger
 
@@ -394,8 +394,12 @@ class OffPolicyRunner(AsyncRunner):
             self._start_collector(off_policy_collector_fn, self._collector_kwargs())
             logger = self._make_logger(max_iterations, log_dir, logger_type)
             logger.start()
-            with maybe_span(recorder, "learner/training_e2e", cat="learner"):
+            with (
+                interrupt_guard() as interrupt,
+                maybe_span(recorder, "learner/training_e2e", cat="learner"),
+            ):
                 for iteration in range(1, max_iterations + 1):
+                    interrupt.check()  # a Ctrl+C that a finaliser swallowed still stops the run
                     self._iteration(iteration, run, logger)
                     self._maybe_save(iteration, save_interval, max_iterations, run, logger)
             run.status = "completed"
