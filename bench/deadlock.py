@@ -41,11 +41,21 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 # ----------------------------------------------------------------------------- children
-def _child_chol(batch: int, fix: bool) -> None:
-    if fix:
-        from unilab_jax import cpu_linalg as cpu_cholesky_fix
+def _select_lowering(fix: bool):
+    """The fix (``cpu_linalg.install()``) or jax's own LAPACK kernels. The library installs the
+    fix by itself in every CPU MJX env and in ``Trainer`` (``cpu_linalg.install_on_cpu``), so a
+    LAPACK child switches that automatic install off first. Returns the module."""
+    from unilab_jax import cpu_linalg
 
-        cpu_cholesky_fix.install()
+    if fix:
+        cpu_linalg.install()
+    else:
+        cpu_linalg.install_on_cpu = lambda: None
+    return cpu_linalg
+
+
+def _child_chol(batch: int, fix: bool) -> None:
+    _select_lowering(fix)
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -107,10 +117,7 @@ def _cheetah_fns(n_dev: int, n_local: int, steps: int):
 
 
 def _child_cheetah(n_dev: int, n_local: int, fix: bool, repeats: int) -> None:
-    if fix:
-        from unilab_jax import cpu_linalg as cpu_cholesky_fix
-
-        cpu_cholesky_fix.install()
+    _select_lowering(fix)
     import jax
 
     steps = 10
@@ -135,10 +142,7 @@ def _child_cheetah(n_dev: int, n_local: int, fix: bool, repeats: int) -> None:
 
 def _child_train(n_local: int, fix: bool) -> None:
     """``unilab_jax.trainer.train`` on CheetahRun over 2 devices, ``n_local`` envs each."""
-    if fix:
-        from unilab_jax import cpu_linalg as cpu_cholesky_fix
-
-        cpu_cholesky_fix.install()
+    _select_lowering(fix)
     from unilab_jax.config import TrainConfig
     from unilab_jax.trainer import train
 
@@ -169,10 +173,7 @@ def _child_check(n_envs: int, fix: bool, out_path: str) -> None:
     """1 device: qpos after 10 and 100 control steps; with LAPACK also the same run from a
     qvel moved by one float32 ulp, and single physics steps of both lowerings from the same
     states."""
-    from unilab_jax import cpu_linalg as cpu_cholesky_fix
-
-    if fix:
-        cpu_cholesky_fix.install()
+    cpu_cholesky_fix = _select_lowering(fix)
     import jax
     import numpy as np
     from mujoco import mjx

@@ -30,6 +30,10 @@ class _ReadyRunner(OffPolicyRunner):
 
 
 def main() -> None:
+    # Start like a Python launched from a shell. An ignored SIGINT is inherited across exec, and
+    # Python then keeps it ignored: a test process that ignores SIGINT (measured: after earlier
+    # tests of the suite) would otherwise hand this run a Ctrl+C it can never see.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     torch.set_num_threads(1)
     learner = FastSACLearner(3, 1, 3, actor_hidden_dim=32, critic_hidden_dim=32, v_min=-5, v_max=40)

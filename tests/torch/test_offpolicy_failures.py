@@ -364,10 +364,15 @@ def test_interrupt_swallowed_by_a_finaliser_is_raised_again():
             for _ in range(1000):  # the handler runs here, inside __del__, and is swallowed
                 pass
 
-    with interrupt_guard() as guard:
-        obj = SignalsWhileFinalised()
-        del obj  # no KeyboardInterrupt escapes
-        assert guard.requested
-        with pytest.raises(KeyboardInterrupt):
-            guard.check()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # The guard only replaces Python's default handler; earlier tests may have left another.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with interrupt_guard() as guard:
+            obj = SignalsWhileFinalised()
+            del obj  # no KeyboardInterrupt escapes
+            assert guard.requested
+            with pytest.raises(KeyboardInterrupt):
+                guard.check()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
