@@ -34,13 +34,14 @@ actuators, no floor and no keyframe) is edited with ``mujoco.MjSpec`` into an MJ
   (128 envs x 300 steps) it produced joint speeds up to 650 rad/s and single-step rewards down
   to -2626 (a training run's ``reward/ang_vel_xy`` block mean fell to -1930); 2 iterations
   peaked at 90 rad/s, 3 at 61 (99.9th percentile 15, as with 4) with the lowest reward -8.4,
-  at about 1.8x the cost of one iteration.
+  at 1.8x the cost per step of one iteration at 128 envs and 3.4x at 1024 (``bench/RESULTS.md``).
   Constraint Jacobian and mass matrix: ``jacobian="auto"`` picks MuJoCo's sparse
   representation when JAX's default backend is the CPU and the dense one elsewhere (MJX's own
   choice below nv 60, the fast one on a GPU). On the CPU, MJX's dense path factorises the
   35 x 35 mass matrix and Newton Hessian with the LAPACK-free Cholesky of
   :mod:`unilab_jax.cpu_linalg` (above its unrolled size), and the sparse path is twice as fast
-  (measured here at 256 envs on 1 device: 257 vs 502 ms per control step). Both are the same
+  (measured here at 256 envs on 1 device, 1 Newton iteration: 257 vs 502 ms per control
+  step). Both are the same
   physics; C MuJoCo (``sim_backend="mujoco"``) gets the same model.
 
 qpos layout: ``[pelvis pos (3), pelvis quat wxyz (4), 29 joints]`` (nq 36); qvel: ``[pelvis
