@@ -202,8 +202,11 @@ def _run_child(
         sys.executable,
         "-m",
         "bench.envs",
-        *(("--worker-mujoco", str(mujoco_threads)) if mujoco_threads else ()),
-        *(() if mujoco_threads else ("--worker-devices", str(devices))),
+        *(
+            ("--worker-mujoco", str(mujoco_threads))
+            if mujoco_threads
+            else ("--worker-devices", str(devices))
+        ),
         "--num-envs",
         str(num_envs),
         "--steps",
@@ -343,20 +346,20 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(parser, repeats=3)
     args = parser.parse_args(argv)
 
-    if args.robots:
+    if args.robots:  # its own defaults; options given on the command line still win
         from unilab_jax.envs.robots import ROBOT_TASKS
 
-        args.tasks = args.tasks or list(ROBOT_TASKS)
-        args.num_envs = args.num_envs or list(ROBOT_ENV_COUNTS)
-        args.actions = ["random"]
-        args.mujoco_threads = args.mujoco_threads or 2
-        args.skip_train = True
-        if "--steps" not in (argv if argv is not None else sys.argv):
-            args.steps = 3
-        if "--repeats" not in (argv if argv is not None else sys.argv):
-            args.repeats = 2
-        if "--timeout" not in (argv if argv is not None else sys.argv):
-            args.timeout = 900
+        parser.set_defaults(
+            tasks=list(ROBOT_TASKS),
+            num_envs=list(ROBOT_ENV_COUNTS),
+            actions=["random"],
+            mujoco_threads=2,
+            skip_train=True,
+            steps=3,
+            repeats=2,
+            timeout=900,
+        )
+        args = parser.parse_args(argv)
     args.num_envs = args.num_envs or [1024]
     if args.tasks is None:
         from unilab_jax.envs import registered_names

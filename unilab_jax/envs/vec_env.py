@@ -378,21 +378,20 @@ def make(
         nthread: C MuJoCo threads (``"mujoco"`` only; default: the CPU cores this process may
             use).
     """
-    if env_name.startswith(ADAPTER_PREFIXES):
-        if sim_backend != "mjx":
-            raise ValueError(
-                f"{env_name}: Playground and Brax environments are JAX environments and run on "
-                f"sim_backend='mjx' only (got {sim_backend!r}); C MuJoCo ('mujoco') runs the "
-                f"registered tasks: {', '.join(registered_names())}"
-            )
-        if nthread is not None:
-            raise ValueError("nthread applies to sim_backend='mujoco' only")
-        adapter = load_adapter(env_name, env_cfg_override)
-        return MjxVecEnv(adapter, env_name, num_envs, seed, env=adapter)
-    task = make_task(env_name, env_cfg_override)  # unknown names fail first
+    is_adapter = env_name.startswith(ADAPTER_PREFIXES)
+    if is_adapter and sim_backend != "mjx":
+        raise ValueError(
+            f"{env_name}: Playground and Brax environments are JAX environments and run on "
+            f"sim_backend='mjx' only (got {sim_backend!r}); C MuJoCo ('mujoco') runs the "
+            f"registered tasks: {', '.join(registered_names())}"
+        )
+    task = None if is_adapter else make_task(env_name, env_cfg_override)  # unknown names first
     if sim_backend == "mjx":
         if nthread is not None:
             raise ValueError("nthread applies to sim_backend='mujoco' only")
+        if is_adapter:
+            adapter = load_adapter(env_name, env_cfg_override)
+            return MjxVecEnv(adapter, env_name, num_envs, seed, env=adapter)
         return MjxVecEnv(task, env_name, num_envs, seed)
     if sim_backend == "mujoco":
         # Imported here: mujoco_backend builds on this module's VecEnv.
