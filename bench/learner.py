@@ -45,9 +45,9 @@ from bench.common import (  # noqa: E402
     record_section,
     time_repeated,
 )
+from unilab_jax.algos.agent import Transition  # noqa: E402
 from unilab_jax.algos.sac import SACConfig, make_sac  # noqa: E402
 from unilab_jax.algos.td3 import TD3Config, make_td3  # noqa: E402
-from unilab_jax.algos.types import Transition  # noqa: E402
 from unilab_jax.config import TrainConfig  # noqa: E402
 from unilab_jax.loop import DATA_AXIS, _make_update_block, make_mesh  # noqa: E402
 from unilab_jax.replay import ReplayState, replay_sample  # noqa: E402

@@ -14,9 +14,9 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from unilab_jax import cpu_linalg
+from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.sac import SACConfig, make_sac
 from unilab_jax.algos.td3 import TD3Config, make_td3
-from unilab_jax.algos.types import Transition
 from unilab_jax.config import TrainConfig
 from unilab_jax.loop import make_mesh
 from unilab_jax.trainer import train

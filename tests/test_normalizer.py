@@ -4,13 +4,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.normalizer import (
     init_normalizer,
     normalize,
     normalize_transition,
     update_normalizer,
 )
-from unilab_jax.algos.types import Transition
 
 
 def test_running_moments_equal_numpy_over_all_data_seen():

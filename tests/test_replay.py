@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from unilab_jax.algos.types import Transition
+from unilab_jax.algos.agent import Transition
 from unilab_jax.replay import init_replay, replay_insert, replay_sample, replay_size
 
 

@@ -12,6 +12,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from test_c51 import np_projection
 
+from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.sac import (
     SACConfig,
     make_sac,
@@ -19,7 +20,6 @@ from unilab_jax.algos.sac import (
     sac_critic_loss,
     sample_tanh_gaussian,
 )
-from unilab_jax.algos.types import Transition
 
 OBS, CRITIC, ACT = 5, 6, 3
 # Tiny widths; learning rates raised so that a few hundred steps show learning.

@@ -11,8 +11,8 @@ from jax.sharding import PartitionSpec as P
 from test_c51 import np_projection
 from test_sac import ACT, CRITIC, OBS, normal, randomize, toy_batch, trees_close
 
+from unilab_jax.algos.gradients import gradient_step
 from unilab_jax.algos.td3 import TD3Config, make_td3, make_td3_networks, td3_critic_loss
-from unilab_jax.algos.types import gradient_step
 
 CONFIG = TD3Config(actor_hidden_dim=32, critic_hidden_dim=32, num_atoms=11, v_min=-5.0, v_max=5.0)
 AGENT = make_td3(CONFIG, OBS, CRITIC, ACT)

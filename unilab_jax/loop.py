@@ -34,7 +34,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh
 from jax.sharding import PartitionSpec as P
 
-from unilab_jax.algos.types import Agent, Transition
+from unilab_jax.algos.agent import Agent, Transition
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs import Env, EnvState
 from unilab_jax.replay import ReplayState, init_replay, replay_insert, replay_sample

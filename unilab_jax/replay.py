@@ -21,7 +21,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from unilab_jax.algos.types import Transition
+from unilab_jax.algos.agent import Transition
 
 __all__ = ["ReplayState", "init_replay", "replay_insert", "replay_sample", "replay_size"]
 

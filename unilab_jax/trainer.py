@@ -19,9 +19,9 @@ import numpy as np
 from rich.console import Console
 
 from unilab_jax import cpu_linalg
+from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.sac import SACConfig, make_sac
 from unilab_jax.algos.td3 import TD3Config, make_td3
-from unilab_jax.algos.types import Agent
 from unilab_jax.checkpoint import CheckpointWriter
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.envs import Env, load

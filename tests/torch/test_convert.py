@@ -19,10 +19,11 @@ from unilab.algos.torch.convert import (
     torch_sac_to_jax,
     torch_td3_to_jax,
 )
+from unilab_jax.algos.agent import Transition
+from unilab_jax.algos.gradients import row_normal
 from unilab_jax.algos.normalizer import normalize
 from unilab_jax.algos.sac import make_sac, make_sac_networks
 from unilab_jax.algos.td3 import make_td3, make_td3_networks
-from unilab_jax.algos.types import Transition, row_normal
 
 torch.set_num_threads(1)  # see test_torch_sac
 

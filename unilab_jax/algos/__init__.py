@@ -1,23 +1,32 @@
 """FastSAC and FastTD3 as pure JAX functions: networks, losses and update steps.
 
 `make_sac` / `make_td3` return an `Agent` (a NamedTuple of pure, jit-able functions over a
-pytree state); the training loop calls nothing else.
+pytree state); the training loop calls nothing else. `registry.ALGOS` is the table of
+algorithms; `config` holds their hyperparameter dataclasses (importable without flax).
+
+Names are imported on first access, so `unilab_jax.algos.config` and `.registry` stay light.
 """
 
-from unilab_jax.algos.sac import SACConfig, SACState, make_sac
-from unilab_jax.algos.td3 import TD3Config, TD3ExploreState, TD3State, make_td3
-from unilab_jax.algos.types import Agent, Transition, row_keys, row_normal
+import importlib
 
-__all__ = [
-    "Agent",
-    "SACConfig",
-    "SACState",
-    "TD3Config",
-    "TD3ExploreState",
-    "TD3State",
-    "Transition",
-    "make_sac",
-    "make_td3",
-    "row_keys",
-    "row_normal",
-]
+_EXPORTS = {
+    "Agent": "unilab_jax.algos.agent",
+    "Transition": "unilab_jax.algos.agent",
+    "row_keys": "unilab_jax.algos.gradients",
+    "row_normal": "unilab_jax.algos.gradients",
+    "SACConfig": "unilab_jax.algos.config",
+    "TD3Config": "unilab_jax.algos.config",
+    "SACState": "unilab_jax.algos.sac",
+    "make_sac": "unilab_jax.algos.sac",
+    "TD3ExploreState": "unilab_jax.algos.td3",
+    "TD3State": "unilab_jax.algos.td3",
+    "make_td3": "unilab_jax.algos.td3",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

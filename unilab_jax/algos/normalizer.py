@@ -24,7 +24,8 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from unilab_jax.algos.types import Transition, pmean_if
+from unilab_jax.algos.agent import Transition
+from unilab_jax.algos.gradients import pmean_if
 
 __all__ = [
     "NORMALIZER_EPS",

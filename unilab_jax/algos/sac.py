@@ -14,12 +14,11 @@ Deviations from the reference:
   normaliser for actor inputs and one for critic inputs, applied inside every function.
 - The temperature step is skipped, like the others, when its loss is non-finite.
 - No symmetry augmentation, AMP or compile options (XLA compiles everything).
-- Per-row noise is drawn from `fold_in(key, global_row)` (see `types.row_keys`).
+- Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Any, NamedTuple
@@ -30,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from unilab_jax.algos.agent import Agent, Transition
 from unilab_jax.algos.c51 import (
     bootstrap_mask,
     categorical_cross_entropy,
@@ -37,6 +37,8 @@ from unilab_jax.algos.c51 import (
     expected_value,
     make_support,
 )
+from unilab_jax.algos.config import SACConfig
+from unilab_jax.algos.gradients import gradient_step, polyak_update, reduce_metrics, row_normal
 from unilab_jax.algos.networks import CriticEnsemble, SACActor
 from unilab_jax.algos.normalizer import (
     NormalizerState,
@@ -44,14 +46,6 @@ from unilab_jax.algos.normalizer import (
     normalize,
     normalize_transition,
     update_agent_normalizers,
-)
-from unilab_jax.algos.types import (
-    Agent,
-    Transition,
-    gradient_step,
-    polyak_update,
-    reduce_metrics,
-    row_normal,
 )
 
 __all__ = [
@@ -72,54 +66,6 @@ Params = Any
 # The reference's log-prob term for action_scale = 1: log(scale + 1e-6) per dimension.
 _LOG_ACTION_SCALE = math.log(1.0 + 1e-6)
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-@dataclasses.dataclass(frozen=True)
-class SACConfig:
-    """FastSAC hyperparameters (defaults are the reference learner's)."""
-
-    gamma: float = 0.97
-    """Discount factor."""
-    tau: float = 0.125
-    """Polyak rate of the target critic: `target <- tau * online + (1 - tau) * target`."""
-    actor_lr: float = 3e-4
-    """Actor AdamW learning rate."""
-    critic_lr: float = 3e-4
-    """Critic AdamW learning rate."""
-    alpha_lr: float = 3e-4
-    """Temperature (log-alpha) Adam learning rate."""
-    alpha_init: float = 0.001
-    """Initial entropy temperature alpha (log_alpha starts at log(alpha_init))."""
-    target_entropy_ratio: float = 0.0
-    """Target entropy is `-action_dim * target_entropy_ratio`."""
-    use_autotune: bool = True
-    """Learn alpha; when False alpha stays at `alpha_init`."""
-    weight_decay: float = 0.001
-    """Decoupled weight decay of the actor and critic AdamW (the temperature gets none)."""
-    betas: tuple[float, float] = (0.9, 0.95)
-    """Adam (b1, b2) of all three optimisers."""
-    max_grad_norm: float = 0.0
-    """Global-norm gradient clipping of actor and critic; 0 disables it."""
-    actor_hidden_dim: int = 512
-    """Actor widths H, H/2, H/4."""
-    critic_hidden_dim: int = 768
-    """Critic widths C, C/2, C/4."""
-    use_layer_norm: bool = True
-    """LayerNorm after every hidden Dense (actor and critic)."""
-    num_q_networks: int = 2
-    """Number of independent distributional critics."""
-    num_atoms: int = 101
-    """C51 support size K."""
-    v_min: float = -20.0
-    """Lowest support value."""
-    v_max: float = 20.0
-    """Highest support value."""
-    log_std_min: float = -5.0
-    """Lower end of the policy's log-std range."""
-    log_std_max: float = 0.0
-    """Upper end of the policy's log-std range."""
-    obs_normalization: bool = True
-    """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
 
 
 class SACNetworks(NamedTuple):

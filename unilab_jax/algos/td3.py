@@ -17,14 +17,12 @@ Deviations from the reference:
   `update_critic`; one epsilon (1e-2) for acting and learning.
 - Clipping uses `max_grad_norm` (0 = off) instead of "10 whenever weight_decay > 0"; a skipped
   (non-finite) step still reports the computed metrics instead of zeros.
-- Per-row noise is drawn from `fold_in(key, global_row)` (see `types.row_keys`).
+- Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import math
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -33,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from unilab_jax.algos.agent import Agent, Transition
 from unilab_jax.algos.c51 import (
     bootstrap_mask,
     categorical_cross_entropy,
@@ -40,6 +39,8 @@ from unilab_jax.algos.c51 import (
     expected_value,
     make_support,
 )
+from unilab_jax.algos.config import TD3Config
+from unilab_jax.algos.gradients import gradient_step, polyak_update, reduce_metrics, row_normal
 from unilab_jax.algos.networks import CriticEnsemble, TD3Actor
 from unilab_jax.algos.normalizer import (
     NormalizerState,
@@ -47,14 +48,6 @@ from unilab_jax.algos.normalizer import (
     normalize,
     normalize_transition,
     update_agent_normalizers,
-)
-from unilab_jax.algos.types import (
-    Agent,
-    Transition,
-    gradient_step,
-    polyak_update,
-    reduce_metrics,
-    row_normal,
 )
 
 __all__ = [
@@ -70,48 +63,6 @@ __all__ = [
 
 Array = jax.Array
 Params = Any
-
-
-@dataclasses.dataclass(frozen=True)
-class TD3Config:
-    """FastTD3 hyperparameters (defaults are the reference yaml's)."""
-
-    gamma: float = 0.97
-    """Discount factor."""
-    tau: float = 0.1
-    """Polyak rate of the target critic: `target <- tau * online + (1 - tau) * target`."""
-    actor_lr: float = 3e-4
-    """Actor AdamW learning rate."""
-    critic_lr: float = 3e-4
-    """Critic AdamW learning rate."""
-    weight_decay: float = 0.1
-    """Decoupled weight decay of both AdamW optimisers (default betas 0.9, 0.999)."""
-    max_grad_norm: float = 10.0
-    """Global-norm gradient clipping of actor and critic; 0 disables it."""
-    actor_hidden_dim: int = 512
-    """Actor widths H, H/2, H/4."""
-    critic_hidden_dim: int = 1024
-    """Critic widths C, C/2, C/4."""
-    num_atoms: int = 101
-    """C51 support size K."""
-    v_min: float = -10.0
-    """Lowest support value."""
-    v_max: float = 10.0
-    """Highest support value."""
-    policy_noise: float = 0.2
-    """Std of the target-policy smoothing noise."""
-    noise_clip: float = 0.5
-    """The smoothing noise is clipped to +-noise_clip."""
-    std_min: float = math.exp(-1.6)
-    """Lower end of the per-env exploration std (uniformly drawn on reset)."""
-    std_max: float = math.exp(-0.22)
-    """Upper end of the per-env exploration std."""
-    init_scale: float = 0.01
-    """Std of the actor's output-layer kernel init (bias 0)."""
-    use_cdq: bool = True
-    """Clipped double Q: per-row lower target distribution, and min(Q1, Q2) for the actor."""
-    obs_normalization: bool = True
-    """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
 
 
 class TD3Networks(NamedTuple):

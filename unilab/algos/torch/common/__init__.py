@@ -2,7 +2,7 @@
 
 Networks and C51 maths are in `networks`, the observation normaliser in `normalization`; the two
 optimisation mechanics both learners use live here, written to mirror
-`unilab_jax.algos.types.gradient_step` / `polyak_update`:
+`unilab_jax.algos.gradients.gradient_step` / `polyak_update`:
 
 - `guarded_step`: backward into the given parameters only, optional gradient all-reduce
   (`world_size > 1`), global L2 norm (sum of squares over all tensors, as `optax.tree.norm`),

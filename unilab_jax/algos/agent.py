@@ -1,0 +1,55 @@
+"""The contract between an algorithm and the training loop.
+
+- `Transition`: one replay batch of B rows (raw, unnormalised observations).
+- `Agent`: the pure functions `make_sac` / `make_td3` build; the training loop calls nothing
+  else, so a new algorithm is a new `make_*` returning an `Agent` (and a row in
+  `unilab_jax.algos.registry.ALGOS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import flax.struct
+import jax
+
+__all__ = ["Agent", "AgentState", "ExploreState", "Transition"]
+
+Array = jax.Array
+Key = jax.Array
+# Each agent defines its own state dataclass (SACState / TD3State) and explore state.
+AgentState = Any
+ExploreState = Any
+
+
+@flax.struct.dataclass
+class Transition:
+    """A batch of B replay rows. Observations are raw; the agent normalises them itself."""
+
+    obs: Array  # [B, obs_dim] actor observation
+    critic: Array  # [B, critic_dim] critic (privileged) observation
+    actions: Array  # [B, A] in [-1, 1]
+    rewards: Array  # [B]
+    next_obs: Array  # [B, obs_dim] true next obs (the final obs when the episode ended)
+    next_critic: Array  # [B, critic_dim]
+    terminated: Array  # [B] float32 0/1
+    truncated: Array  # [B] float32 0/1
+
+
+class Agent(NamedTuple):
+    """Pure, jit-able functions of one algorithm (built by `make_sac` / `make_td3`)."""
+
+    init: Callable[[Key], AgentState]
+    # (key, num_envs) -> explore state (TD3: per-env noise scales [num_envs]; SAC: `()`).
+    init_explore: Callable[[Key, int], ExploreState]
+    # (state, explore_state, obs [N, obs_dim] raw, prev_done [N] bool, key)
+    #   -> (actions [N, A] in [-1, 1], explore_state)
+    explore: Callable[[AgentState, ExploreState, Array, Array, Key], tuple[Array, ExploreState]]
+    # Deterministic policy: (state, obs [N, obs_dim] raw) -> actions [N, A].
+    act: Callable[[AgentState, Array], Array]
+    update_critic: Callable[[AgentState, Transition, Key], tuple[AgentState, dict[str, Array]]]
+    update_actor: Callable[[AgentState, Transition, Key], tuple[AgentState, dict[str, Array]]]
+    update_target: Callable[[AgentState], AgentState]
+    # (state, obs [M, obs_dim], critic [M, critic_dim]) -> state with updated normalisers.
+    update_normalizers: Callable[[AgentState, Array, Array], AgentState]

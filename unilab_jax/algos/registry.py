@@ -1,0 +1,67 @@
+"""The one table of algorithms the JAX core trains: name -> ``AlgoSpec``.
+
+Adding an algorithm means one entry here (plus its module with ``make_<name>``); the CLI, the
+trainer, the log-dir names and the default actor-update period all read this table. The
+facade's torch side has its own table (``unilab.algos.torch.registry``) for the torch learner,
+actor and weight converters.
+
+This module imports no flax or jax: the CLI reads it to build ``--help`` and validate input
+before any heavy import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from unilab_jax.algos.config import SACConfig, TD3Config
+from unilab_jax.config import ConfigError
+
+__all__ = ["ALGOS", "AlgoSpec", "UnknownAlgoError", "get_algo"]
+
+
+class UnknownAlgoError(ConfigError):
+    """An algorithm name that is not in ``ALGOS``."""
+
+
+@dataclass(frozen=True)
+class AlgoSpec:
+    """What the core needs to know about one algorithm."""
+
+    name: str
+    """Short name used on the command line and in configs (``"sac"``)."""
+    display_name: str
+    """Name shown in the console and summaries (``"FastSAC"``)."""
+    log_name: str
+    """Folder name under ``logs/`` (``"fast_sac"``)."""
+    config_cls: type
+    """The frozen hyperparameter dataclass."""
+    maker: str
+    """``"module:function"`` building the ``Agent``: ``(config, obs_dim, critic_dim,
+    action_dim, axis_name=...) -> Agent``; imported on first use (it pulls in flax)."""
+    default_policy_frequency: int
+    """Actor update when ``u % policy_frequency == 0`` unless the run sets its own."""
+
+    def make_agent(self, config: Any, obs_dim: int, critic_dim: int, action_dim: int, **kwargs):
+        module, function = self.maker.split(":")
+        make: Callable = getattr(importlib.import_module(module), function)
+        return make(config, obs_dim, critic_dim, action_dim, **kwargs)
+
+
+ALGOS: dict[str, AlgoSpec] = {
+    spec.name: spec
+    for spec in (
+        AlgoSpec("sac", "FastSAC", "fast_sac", SACConfig, "unilab_jax.algos.sac:make_sac", 4),
+        AlgoSpec("td3", "FastTD3", "fast_td3", TD3Config, "unilab_jax.algos.td3:make_td3", 2),
+    )
+}
+
+
+def get_algo(name: str) -> AlgoSpec:
+    """The spec of ``name``; an unknown name fails with the list of known ones."""
+    try:
+        return ALGOS[name]
+    except (KeyError, TypeError):
+        raise UnknownAlgoError(f"unknown algo {name!r}; choose one of {', '.join(ALGOS)}") from None
