@@ -44,9 +44,11 @@ def run(trainer):
 
 def test_train_step_compiles_once(trainer, run):
     assert trainer.trace_counter[0] == 1
-    again = train(TINY, trainer=trainer, quiet=True)  # same shapes: no new trace
-    assert trainer.trace_counter[0] == 1
+    seen = []
+    again = train(TINY, trainer=trainer, quiet=True, on_block=seen.append)  # same shapes
+    assert trainer.trace_counter[0] == 1  # no new trace
     assert [r["iteration"] for r in again.history] == [2, 4, 6]
+    assert seen == again.history  # the callback sees every block record, in order
     assert again.summary["completed_iterations"] == 6
     assert again.summary["total_env_steps"] == 6 * 8
 
@@ -85,6 +87,8 @@ def test_checkpoint_restore_continues_identically(tmp_path, trainer):
     config = dataclasses.replace(TINY, save_interval=4)
     first = train(config, trainer=trainer, log_dir=tmp_path, logger="none", quiet=True)
     assert first.summary["last_checkpoint"].endswith("/6")
+    saved = [h.get("checkpoint") for h in first.history]  # the checkpoint sink's field
+    assert [p and p.rsplit("/", 1)[-1] for p in saved] == [None, "4", "6"]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["4", "6"]
     restored = restore_checkpoint(tmp_path / "checkpoints", trainer.init_state(), step=6)
     obs = np.linspace(-1, 1, 3 * 4).reshape(4, 3).astype(np.float32)

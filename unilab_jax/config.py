@@ -2,8 +2,12 @@
 
 Defaults follow the reference ``OffPolicyRunner`` (``spec/reference_system.md`` §1.6, §7):
 4096 envs, ``replay_buffer_n`` 1024, batch 8192, 8 updates per env step, one env step per
-learner iteration. ``policy_frequency`` defaults per algorithm (SAC 4, TD3 2), as in the
-reference configs.
+learner iteration. ``policy_frequency`` defaults per algorithm (SAC 4, TD3 2, from
+``unilab_jax.algos.registry``), as in the reference configs.
+
+``TrainConfig`` holds no physics backend: the core always trains on MJX. (The facade's
+``sim_backend`` picks which trainer runs, and ``unilab_jax.envs.make``'s picks the physics
+behind the numpy-facing ``VecEnv``.)
 """
 
 from __future__ import annotations
@@ -11,15 +15,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-__all__ = ["ALGOS", "LOGGERS", "ConfigError", "TrainConfig", "field_docs", "with_host_devices"]
+from unilab_jax.algos.registry import get_algo
+from unilab_jax.errors import ConfigError
 
-ALGOS = ("sac", "td3")
+__all__ = ["LOGGERS", "ConfigError", "TrainConfig", "field_docs", "with_host_devices"]
+
 LOGGERS = ("tensorboard", "wandb", "none")
-DEFAULT_POLICY_FREQUENCY = {"sac": 4, "td3": 2}
-
-
-class ConfigError(ValueError):
-    """A training configuration that cannot work; the message names the problem and the fix."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ class TrainConfig:
     """Envs of the deterministic evaluation episode run after training; 0 disables it."""
     seed: int = 0
     """PRNG seed for parameters, envs, exploration and sampling."""
-    sim_backend: str = "mjx"
-    """Physics backend of the task."""
     env_overrides: dict | None = field(default=None, hash=False)
     """Overrides of the task's config fields."""
 
@@ -65,7 +64,7 @@ class TrainConfig:
     def resolved_policy_frequency(self) -> int:
         if self.policy_frequency is not None:
             return self.policy_frequency
-        return DEFAULT_POLICY_FREQUENCY.get(self.algo, 1)
+        return get_algo(self.algo).default_policy_frequency
 
     @property
     def capacity(self) -> int:
@@ -81,8 +80,7 @@ class TrainConfig:
 
     def validate(self, available_devices: int | None = None) -> None:
         """Raise ``ConfigError`` for sizes that cannot work. Cheap: runs before compiling."""
-        if self.algo not in ALGOS:
-            raise ConfigError(f"unknown algo {self.algo!r}; choose one of {', '.join(ALGOS)}")
+        get_algo(self.algo)  # an unknown name fails with the list of known ones
         positive = (
             "num_envs",
             "replay_buffer_n",

@@ -23,20 +23,13 @@ import types
 import typing
 from pathlib import Path
 
-from unilab_jax.config import (
-    ALGOS,
-    LOGGERS,
-    ConfigError,
-    TrainConfig,
-    field_docs,
-    with_host_devices,
-)
+from unilab_jax.algos.registry import ALGOS, get_algo
+from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, field_docs, with_host_devices
 
 __all__ = ["main", "build_parser"]
 
 # Loop options the CLI does not expose (set through the Python API).
-_HIDDEN_TRAIN_FIELDS = {"env_overrides", "sim_backend"}
-_LOG_NAMES = {"sac": "fast_sac", "td3": "fast_td3"}
+_HIDDEN_TRAIN_FIELDS = {"env_overrides"}
 
 
 def _flag(name: str) -> str:
@@ -66,13 +59,13 @@ def _defaults(cls) -> dict:
     return {f.name: f.default for f in dataclasses.fields(cls)}
 
 
-def _add_dataclass_options(group, cls, skip=(), seen=None, other=None) -> list[str]:
+def _add_dataclass_options(group, cls, skip=(), seen=None, others=()) -> list[str]:
     """Add one ``--option`` per documented field of ``cls``; returns the field names added.
 
-    ``other`` is a second ``(label, dataclass)`` sharing some field names (TD3Config next to
-    SACConfig): a shared option shows both defaults."""
+    ``others`` are further ``(label, dataclass)`` pairs sharing some field names (TD3Config
+    next to SACConfig): a shared option shows every default that differs."""
     docs = field_docs(cls)
-    other_defaults = _defaults(other[1]) if other else {}
+    other_defaults = [(label, _defaults(other)) for label, other in others]
     added = []
     for f in dataclasses.fields(cls):
         if f.name in skip or (seen is not None and f.name in seen):
@@ -82,8 +75,9 @@ def _add_dataclass_options(group, cls, skip=(), seen=None, other=None) -> list[s
         if typ not in (bool, int, float, str):
             continue
         default = f"{f.default}"
-        if f.name in other_defaults and other_defaults[f.name] != f.default:
-            default = f"{f.default}; {other[0]}: {other_defaults[f.name]}"
+        for label, defaults in other_defaults:
+            if f.name in defaults and defaults[f.name] != f.default:
+                default += f"; {label}: {defaults[f.name]}"
         group.add_argument(
             _flag(f.name),
             dest=f.name,
@@ -99,9 +93,6 @@ def _add_dataclass_options(group, cls, skip=(), seen=None, other=None) -> list[s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from unilab_jax.algos.sac import SACConfig
-    from unilab_jax.algos.td3 import TD3Config
-
     parser = argparse.ArgumentParser(
         prog="python -m unilab_jax.train",
         description=(
@@ -135,13 +126,20 @@ def build_parser() -> argparse.ArgumentParser:
     loop = parser.add_argument_group("loop (TrainConfig)")
     train_fields = _add_dataclass_options(loop, TrainConfig, skip=_HIDDEN_TRAIN_FIELDS)
     parser.set_defaults(_train_fields=train_fields)
+    # The first algorithm's options carry the shared ones; each other one adds its own.
     seen: set[str] = set()
-    sac = parser.add_argument_group("algorithm settings for --algo sac (SACConfig)")
-    _add_dataclass_options(sac, SACConfig, seen=seen, other=("td3", TD3Config))
-    td3 = parser.add_argument_group(
-        "algorithm settings for --algo td3 only (TD3Config); the shared ones are above"
+    first, *rest = ALGOS.values()
+    group = parser.add_argument_group(
+        f"algorithm settings for --algo {first.name} ({first.config_cls.__name__})"
     )
-    _add_dataclass_options(td3, TD3Config, seen=seen)
+    others = [(spec.name, spec.config_cls) for spec in rest]
+    _add_dataclass_options(group, first.config_cls, seen=seen, others=others)
+    for spec in rest:
+        group = parser.add_argument_group(
+            f"algorithm settings for --algo {spec.name} only ({spec.config_cls.__name__}); "
+            "the shared ones are above"
+        )
+        _add_dataclass_options(group, spec.config_cls, seen=seen)
     return parser
 
 
@@ -153,11 +151,7 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
     values = vars(args)
     train_kwargs = {k: values[k] for k in args._train_fields if k in values}
     config = TrainConfig(**train_kwargs)
-    from unilab_jax.trainer import ALGO_CONFIGS
-
-    if config.algo not in ALGO_CONFIGS:
-        raise ConfigError(f"unknown algo {config.algo!r}; choose one of {', '.join(ALGOS)}")
-    algo_fields = _fields(ALGO_CONFIGS[config.algo])
+    algo_fields = _fields(get_algo(config.algo).config_cls)
     given = {k for k in values if not k.startswith("_") and k not in train_kwargs}
     given -= {"logger", "log_dir", "quiet", "list_envs", "resume"}
     wrong = sorted(given - algo_fields)
@@ -197,7 +191,7 @@ def _resume_state(trainer, resume: str):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from unilab_jax.envs import UnknownEnvError, available_names, load, registered_names
+    from unilab_jax.envs import UnknownEnvError, available_names, registered_names
     from unilab_jax.envs.adapters import ADAPTER_PREFIXES
 
     if args.list_envs:
@@ -210,26 +204,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"unknown env {config.env!r}; registered tasks: {', '.join(registered_names())}"
                 f"; adapters: {', '.join(ADAPTER_PREFIXES)}<name> (--list-envs)"
             )
-        config.validate()  # sizes, before any JAX backend or compilation
-        _force_host_devices(config.num_devices)
+        _force_host_devices(config.num_devices)  # before JAX creates its CPU client
 
-        import jax
+        from unilab_jax.trainer import Trainer, train
 
-        from unilab_jax.trainer import Trainer, resolve_algo_config, train
-
-        env = load(config.env, sim_backend=config.sim_backend)
-        algo_config = resolve_algo_config(config.algo, env, algo_overrides)
-        config.validate(available_devices=len(jax.devices()))
+        # Validates the configuration (once), loads the env and builds the agent; nothing
+        # is compiled yet.
+        trainer = Trainer(config, algo_overrides)
     except (ConfigError, UnknownEnvError) as err:
         parser.exit(2, f"error: {err}\n")
+    algo_config = trainer.algo_config
     log_dir = Path(
         args.log_dir
         or Path("logs")
-        / _LOG_NAMES[config.algo]
+        / get_algo(config.algo).log_name
         / config.env
-        / f"{_dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{config.sim_backend}"
+        / f"{_dt.datetime.now():%Y-%m-%d_%H-%M-%S}_mjx"
     )
-    trainer = Trainer(config, algo_config)
     initial_state = _resume_state(trainer, args.resume) if args.resume else None
     try:
         result = train(

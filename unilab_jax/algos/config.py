@@ -1,8 +1,7 @@
 """The algorithms' hyperparameters: frozen, documented dataclasses, free of flax and jax.
 
 Each field's docstring is its documentation everywhere (``--help`` reads it). The CLI, the
-Python API and the facade's torch learners all build these; ``validate()`` checks every
-setting before anything compiles.
+Python API and the facade's torch learners all build these.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unilab_jax.algos.config import SACConfig, TD3Config
-from unilab_jax.config import ConfigError
+from unilab_jax.errors import ConfigError
 
 __all__ = ["ALGOS", "AlgoSpec", "UnknownAlgoError", "get_algo"]
 

@@ -1,0 +1,11 @@
+"""Errors for input that cannot work, raised before anything compiles.
+
+Each message names the setting, the value and the fix. ``ConfigError`` is a ``ValueError``,
+so the facade's documented ``ValueError`` contract holds for it too.
+"""
+
+__all__ = ["ConfigError"]
+
+
+class ConfigError(ValueError):
+    """A training configuration that cannot work; the message names the problem and the fix."""

@@ -1,0 +1,238 @@
+"""Where the host loop's block records go: the console panel, TensorBoard/wandb, checkpoints and
+any user callback are all sinks of the same records.
+
+``unilab_jax.trainer.train`` runs ``log_interval`` iterations per device call and turns each
+call's reduced metrics into one *block record* (a plain dict, kept in ``TrainResult.history``):
+
+===================  =====================================================================
+``iteration``        iterations completed after this block
+``env_steps``        ``iteration * num_envs * env_steps_per_sync``
+``episodes``         episodes that ended during the block
+``mean_return``      mean return of those episodes (None when none ended)
+``mean_length``      their mean length (None when none ended)
+``timeout_rate``     fraction of them that hit the time limit (None when none ended)
+``terminated_rate``  fraction of them that terminated (None when none ended)
+``learning``         whether the block's last iteration updated the learner
+``buffer_rows``      rows stored in the replay after the block
+``learner``          mean learner metrics over the block's learning iterations ({} if none)
+``components``       mean per-step reward components
+``sec_per_iter``     wall-clock seconds per iteration of the block
+``checkpoint``       path written after this block (added by ``CheckpointSink``), or absent
+===================  =====================================================================
+
+A sink has four methods, called in this order: ``start(run)`` once, ``status(text)`` for
+messages between blocks ("Compiling..."), ``block(record, state)`` after every block, and
+``finish(summary)`` once training ended normally; ``close()`` is called always, also after an
+error or Ctrl+C (the console sink restores the terminal there). ``block`` may return a dict of
+fields to add to the record, which later sinks and the history see (the checkpoint sink adds
+``checkpoint``), so the order of the sinks matters: ``train`` puts the checkpoint sink first.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from rich.console import Console
+
+from unilab_jax.logging import OffPolicyLogger, use_console
+
+__all__ = [
+    "CallbackSink",
+    "CheckpointSink",
+    "Checkpointer",
+    "LoggerSink",
+    "RunInfo",
+    "Sink",
+]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What sinks know about a run before its first block."""
+
+    algo_name: str
+    env_name: str
+    num_envs: int
+    obs_dim: int
+    action_dim: int
+    max_iterations: int
+    env_steps_per_sync: int
+    train_start_rows: int
+    num_devices: int
+    log_dir: str
+    start_iteration: int
+    """Iterations already done by the initial state (a resumed run starts past 0)."""
+
+
+class Sink(Protocol):
+    """A consumer of the host loop's records (see the module docstring for the order)."""
+
+    def start(self, run: RunInfo) -> None: ...
+
+    def status(self, text: str) -> None: ...
+
+    def block(self, record: dict, state: Any) -> dict | None: ...
+
+    def finish(self, summary: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _NoOpSink:
+    """Default methods, so a sink implements only what it reacts to."""
+
+    def start(self, run: RunInfo) -> None:
+        pass
+
+    def status(self, text: str) -> None:
+        pass
+
+    def block(self, record: dict, state: Any) -> dict | None:
+        return None
+
+    def finish(self, summary: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class CallbackSink(_NoOpSink):
+    """Calls ``fn(record)`` after every block (``train(..., on_block=fn)``)."""
+
+    def __init__(self, fn: Callable[[dict], Any]) -> None:
+        self.fn = fn
+
+    def block(self, record: dict, state: Any) -> None:
+        self.fn(record)
+
+
+class Checkpointer(Protocol):
+    """What ``CheckpointSink`` saves through (``unilab_jax.checkpoint.CheckpointWriter`` is one;
+    the facade's mjx path writes ``model_<iteration>.pt`` files with another)."""
+
+    def save(self, step: int, state: Any) -> Any:
+        """Write ``state`` as the checkpoint of iteration ``step``; return the path written."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class CheckpointSink(_NoOpSink):
+    """Saves when the iteration reaches a multiple of ``save_interval`` and after the last block
+    (also when ``save_interval`` is 0, as the reference always saves its final model); adds the
+    path as the record's ``checkpoint``."""
+
+    def __init__(self, checkpointer: Checkpointer, save_interval: int, max_iterations: int):
+        self.checkpointer = checkpointer
+        self.save_interval = save_interval
+        self.max_iterations = max_iterations
+        self._next_save = math.inf
+
+    def start(self, run: RunInfo) -> None:
+        self._next_save = _next_multiple(run.start_iteration, self.save_interval)
+
+    def block(self, record: dict, state: Any) -> dict | None:
+        done = record["iteration"]
+        if done < self._next_save and done != self.max_iterations:
+            return None
+        self._next_save = _next_multiple(done, self.save_interval)
+        return {"checkpoint": str(self.checkpointer.save(done, state))}
+
+    def close(self) -> None:
+        self.checkpointer.close()
+
+
+def _next_multiple(current: int, interval: int) -> float:
+    if interval <= 0:
+        return math.inf
+    return (current // interval + 1) * interval
+
+
+class LoggerSink(_NoOpSink):
+    """The ``OffPolicyLogger``: live console panel plus TensorBoard or wandb scalars.
+
+    ``backend`` is ``"tensorboard"``, ``"wandb"`` or ``"none"`` (console only); ``quiet``
+    silences the console but keeps the TensorBoard/wandb files.
+    """
+
+    def __init__(self, backend: str = "tensorboard", quiet: bool = False) -> None:
+        self.backend = backend
+        self.quiet = quiet
+        self.log: OffPolicyLogger | None = None
+        self._returns: deque[float] = deque(maxlen=100)
+        self._run: RunInfo | None = None
+
+    def start(self, run: RunInfo) -> None:
+        self._run = run
+        kwargs = dict(
+            algo_name=run.algo_name,
+            max_iterations=run.max_iterations,
+            num_envs=run.num_envs,
+            env_name=run.env_name,
+            obs_dim=run.obs_dim,
+            action_dim=run.action_dim,
+            log_dir=run.log_dir,
+        )
+        backend = self.backend if run.log_dir else "none"
+        if not self.quiet:
+            self.log = OffPolicyLogger(log_backend=backend, **kwargs)
+        elif backend == "none":
+            self.log = OffPolicyLogger(log_backend="no_print", **kwargs)
+        else:
+            with use_console(Console(file=io.StringIO(), force_terminal=False)):
+                self.log = OffPolicyLogger(log_backend=backend, **kwargs)
+        self.log.set_collection_sync(True, run.env_steps_per_sync)
+        self.log.start(status=f"Compiling the fused step ({run.num_devices} device(s))...")
+
+    def status(self, text: str) -> None:
+        self.log.log_status(text)
+
+    def block(self, record: dict, state: Any) -> None:
+        log, run = self.log, self._run
+        rows_per_iter = run.num_envs * run.env_steps_per_sync
+        if record["mean_return"] is not None:
+            self._returns.append(record["mean_return"])
+        log.log_collector(record["env_steps"], record["buffer_rows"], record["mean_return"] or 0.0)
+        if record["mean_length"] is not None:
+            log.update_ep_length(record["mean_length"])
+            log.update_done_rates(record["timeout_rate"] or 0.0, record["terminated_rate"] or 0.0)
+        if not record["learning"]:
+            log.log_buffer_fill(record["buffer_rows"], run.train_start_rows)
+        returns = self._returns
+        log.log_step(
+            record["iteration"],
+            metrics=record["learner"],
+            reward=float(np.mean(returns)) if returns else None,
+            reward_metrics={"mean_ep100": returns[-1]} if returns else None,
+            reward_components=record["components"],
+            train_time=record["sec_per_iter"],
+            extra_info={"throughput_steps": rows_per_iter},
+        )
+        if record.get("checkpoint"):
+            log.log_save(record["checkpoint"])
+
+    def finish(self, summary: dict) -> None:
+        self.log.finish(extra_summary=_summary_lines(summary))
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()  # restores the terminal (cursor) after Ctrl+C or an error
+
+
+def _summary_lines(summary: dict) -> str:
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    return (
+        f"  Final mean return: {fmt(summary['final_mean_reward'])} | "
+        f"Best: {fmt(summary['best_mean_reward'])} | "
+        f"Deterministic eval: {fmt(summary['eval_mean_return'])}\n"
+        f"  Compile: {summary['compile_time_sec']:.1f}s"
+    )
