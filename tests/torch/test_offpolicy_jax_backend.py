@@ -5,7 +5,9 @@ import torch
 
 from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner
-from unilab.algos.torch.offpolicy.jax_backend import _log_interval, learn_with_jax
+from unilab.algos.torch.offpolicy.jax_backend import _log_interval
+from unilab.algos.torch.offpolicy.jax_backend import learn_with_jax as _learn_with_jax
+from unilab.algos.torch.offpolicy.settings import train_config
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -28,6 +30,14 @@ TINY = dict(
     save_interval=10,
     logger_type="no_print",
 )
+
+
+def learn_with_jax(learner, algo_type, *, log_dir, logger_type, **keywords):
+    """The facade's path: its keywords become one TrainConfig, which the JAX core trains."""
+    config = train_config(algo_type, keywords.pop("env_name"), **keywords)
+    return _learn_with_jax(learner, config, log_dir=log_dir, logger_type=logger_type)
+
+
 SUMMARY_KEYS = {
     "status",
     "completed_iterations",

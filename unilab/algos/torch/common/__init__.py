@@ -1,25 +1,10 @@
-"""Pieces shared by the torch FastSAC and FastTD3 learners.
+"""Pieces shared by the torch FastSAC and FastTD3 learners, re-exported.
 
-Networks and C51 maths are in `networks`, the observation normaliser in `normalization`; the two
-optimisation mechanics both learners use live here, written to mirror
-`unilab_jax.algos.gradients.gradient_step` / `polyak_update`:
-
-- `guarded_step`: backward into the given parameters only, optional gradient all-reduce
-  (`world_size > 1`), global L2 norm (sum of squares over all tensors, as `optax.tree.norm`),
-  clipping with `torch.nn.utils.clip_grad_norm_`'s scale `min(1, max / (norm + 1e-6))`, then the
-  optimiser step, which is skipped when the loss *or* the gradient norm is non-finite (the
-  reference checked the loss only, so a NaN gradient could still poison its weights).
-- `polyak_update`: `target <- target * (1 - tau) + online * tau`.
-- `metrics_to_floats`: the learners return metrics as floats after a single host sync.
+- `networks`: the C51 critic networks and maths (`categorical_projection`, ...).
+- `normalization`: the observation normaliser `EmpiricalNormalization`.
+- `updates`: the optimisation mechanics (`guarded_step`, `polyak_update`, `metrics_to_floats`)
+  and the update schedule of one learner iteration (`run_updates`).
 """
-
-from __future__ import annotations
-
-from collections.abc import Mapping, Sequence
-
-import torch
-import torch.distributed as dist
-from torch import nn
 
 from unilab.algos.torch.common.networks import (
     Critic,
@@ -30,6 +15,12 @@ from unilab.algos.torch.common.networks import (
     expected_value,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
+from unilab.algos.torch.common.updates import (
+    guarded_step,
+    metrics_to_floats,
+    polyak_update,
+    run_updates,
+)
 
 __all__ = [
     "Critic",
@@ -42,59 +33,5 @@ __all__ = [
     "guarded_step",
     "metrics_to_floats",
     "polyak_update",
+    "run_updates",
 ]
-
-
-def guarded_step(
-    loss: torch.Tensor,
-    params: Sequence[torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    max_grad_norm: float,
-    world_size: int = 1,
-) -> tuple[torch.Tensor, bool]:
-    """Backward `loss` into `params` and take one optimiser step unless it is non-finite.
-
-    Returns `(grad_norm, stepped)`; `grad_norm` is the pre-clipping global norm (after the
-    all-reduce). Only `params` receive gradients, so e.g. the actor loss leaves the critic's
-    `.grad` untouched. `max_grad_norm <= 0` disables clipping.
-    """
-    params = list(params)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward(inputs=params)
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    for p, g in zip(params, grads, strict=True):
-        p.grad = g
-    if world_size > 1:
-        # DDP semantics: average the gradients before norm, clipping and the step.
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        flat /= world_size
-        offset = 0
-        for g in grads:
-            g.copy_(flat[offset : offset + g.numel()].view_as(g))
-            offset += g.numel()
-    grad_norm = torch.sqrt(sum(torch.sum(g * g) for g in grads))
-    if max_grad_norm > 0:
-        scale = torch.clamp(max_grad_norm / (grad_norm + 1e-6), max=1.0)
-        torch._foreach_mul_(grads, scale)
-    stepped = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
-    if stepped:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return grad_norm.detach(), stepped
-
-
-@torch.no_grad()
-def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """`target <- target * (1 - tau) + online * tau` over parameters (buffers are constants)."""
-    target_params = list(target.parameters())
-    online_params = list(online.parameters())
-    torch._foreach_mul_(target_params, 1.0 - tau)
-    scaled = torch._foreach_mul(online_params, tau)
-    torch._foreach_add_(target_params, scaled)
-
-
-def metrics_to_floats(metrics: Mapping[str, torch.Tensor]) -> dict[str, float]:
-    """Scalar metrics as Python floats, with one device-to-host copy for all of them."""
-    values = [torch.as_tensor(v, dtype=torch.float32).reshape(()) for v in metrics.values()]
-    return dict(zip(metrics, torch.stack(values).cpu().tolist(), strict=True))

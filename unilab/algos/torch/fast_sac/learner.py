@@ -42,7 +42,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from unilab.algos.torch.common import guarded_step, metrics_to_floats, polyak_update
 from unilab.algos.torch.common.networks import (
     DistributionalQNetwork,
     categorical_cross_entropy,
@@ -51,7 +50,8 @@ from unilab.algos.torch.common.networks import (
     hidden_layers,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
-from unilab_jax.algos.sac import SACConfig
+from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
+from unilab_jax.algos.config import SACConfig
 
 __all__ = [
     "DistributionalQNetwork",

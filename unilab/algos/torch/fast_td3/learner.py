@@ -39,7 +39,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from unilab.algos.torch.common import guarded_step, metrics_to_floats, polyak_update
 from unilab.algos.torch.common.networks import (
     Critic,
     categorical_cross_entropy,
@@ -48,7 +47,8 @@ from unilab.algos.torch.common.networks import (
     hidden_layers,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
-from unilab_jax.algos.td3 import TD3Config
+from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
+from unilab_jax.algos.config import TD3Config
 
 __all__ = ["FastTD3Learner", "TD3Actor", "cdq_target"]
 

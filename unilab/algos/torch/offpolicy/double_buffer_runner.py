@@ -1,7 +1,9 @@
 """Off-policy runner using CPU-pinned double-buffer replay pipeline (B path).
 
-`DoubleBufferOffPolicyRunner` (reference §1.7) trains like the A path (`OffPolicyRunner`) but
-does not sample the replay ring in the learner. Instead:
+`DoubleBufferOffPolicyRunner` (reference §1.7) trains with the A path's loop
+(`torch_loop.TorchLoop`) and one other piece, its batch source `DoubleBufferBatches`: the
+learner does not sample the replay ring. The runner itself only checks its two keywords and
+installs that source. Instead of sampling:
 
 - The learner owns two shared host slots `[2, batch_size * updates_per_step, width]` and sends
   the collector a pack request (tick id, `min_snapshot_ptr`, `sample_seed = (seed or 0) +
@@ -24,7 +26,7 @@ silently (its exception is re-raised by the learner), the learner's wait wakes a
 0.5 s to check the collector (a dead collector raises instead of hanging), the pipeline is
 closed on every exit path (it is a registered resource of the run, `close()` is idempotent),
 every iteration is logged (the reference logged every 10th, a later fix logs all), and the
-algo name is always `"Fast" + algo_type.upper()` (only sac / td3 are supported).
+algo name is always the core registry's display name (`"FastSAC"`, `"FastTD3"`).
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ from typing import Any
 
 import torch
 
-from unilab.algos.torch.offpolicy.runner import OffPolicyRunner, _RunState
+from unilab.algos.torch.offpolicy.run_state import RunState
+from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
+from unilab.algos.torch.offpolicy.torch_loop import BatchSource, TorchLoop
 from unilab.logging.trace_event import TraceRecorder, maybe_span
-from unilab_jax.logging import OffPolicyLogger
 
-__all__ = ["DoubleBufferOffPolicyRunner"]
+__all__ = ["DoubleBufferBatches", "DoubleBufferOffPolicyRunner"]
 
 #: The only prefetch mode: the batch of tick `i + 1` is prepared while tick `i` trains.
 PREFETCH_MODES = ("one_tick",)
@@ -315,6 +318,101 @@ class _DoubleBufferPipeline:
         self.host_slots = torch.empty(0)
 
 
+class DoubleBufferBatches(BatchSource):
+    """The B path's batch source: the collector packs, the H2D thread prefetches one tick
+    ahead, and the collector is released before training (see the module docstring)."""
+
+    def __init__(self, prefetch_mode: str, verbose_metrics: bool) -> None:
+        self.prefetch_mode = prefetch_mode
+        self.verbose_metrics = verbose_metrics
+        self.pipeline: _DoubleBufferPipeline | None = None
+        self.statuses_shown: list[str] = []
+        #: Per trained iteration: tick, the replay `ptr` when its data was ready, the
+        #: requested `min_snapshot_ptr` and the `snapshot_ptr` the batch was packed from.
+        self.log: deque[dict[str, Any]] = deque(maxlen=10_000)
+        self._max_iterations = 0
+        self._batch: dict[str, torch.Tensor] | None = None
+
+    def open(self, runner: TorchLoop, max_iterations: int) -> None:
+        self._max_iterations = max_iterations
+        self.log.clear()
+        self._batch = None
+        self.pipeline = None
+        rows = runner._local_batch_size() * runner.updates_per_step
+        host_slots = torch.zeros(2, rows, runner.replay_buffer.width).share_memory_()
+        self._queues = (runner._new_queue(1), runner._new_queue(1))
+        self.pipeline = runner._register_resource(
+            _DoubleBufferPipeline(
+                host_slots, *self._queues, runner.device, base_seed=runner.seed or 0
+            )
+        )
+
+    def collector_kwargs(self) -> dict[str, Any]:
+        return {
+            "collector_pack_request_queue": self._queues[0],
+            "collector_pack_ready_queue": self._queues[1],
+            "collector_pack_shared_slots": self.pipeline.host_slots,
+        }
+
+    def statuses(self, runner: TorchLoop) -> list[str]:
+        statuses = [
+            f"Replay pipeline: {REPLAY_PIPELINE}",
+            f"Replay prefetch: {self.prefetch_mode}",
+            f"Replay pack layout: {PACK_LAYOUT}",
+            f"Replay pack executor: {PACK_EXECUTOR}",
+            f"Replay transfer backend: {self.pipeline.transfer_backend} ({runner.device.type})",
+        ]
+        if self.verbose_metrics:
+            statuses.append("Verbose metrics")
+        self.statuses_shown = statuses
+        return statuses
+
+    def prepare(self, runner: TorchLoop, iteration: int, run: RunState) -> tuple[float, bool]:
+        """Wait for the prefetched batch, take it, request the next tick's (one chunk newer)
+        and release the collector so it collects while we train."""
+        pipeline = self.pipeline
+        data_ptr = int(runner.replay_buffer.ptr.item())
+        if pipeline.pending_tick is None:  # first trained iteration
+            pipeline.start_prepare(iteration, min_snapshot_ptr=0)
+        t0 = time.perf_counter()
+        with maybe_span(
+            run.recorder, "learner/wait_for_replay_batch", cat="learner", iteration=iteration
+        ):
+            pipeline.wait_until_ready(iteration, check=runner.check_collector)
+        h2d_time = time.perf_counter() - t0
+        slot = pipeline.take(iteration)
+        self._record(iteration, data_ptr, pipeline.last_meta)
+        self._batch = runner.replay_buffer.split_columns(slot)
+        if iteration >= self._max_iterations:
+            return h2d_time, False
+        chunk = runner.num_envs * runner.env_steps_per_sync
+        next_min = int(runner.replay_buffer.ptr.item()) + chunk
+        pipeline.start_prepare(iteration + 1, min_snapshot_ptr=next_min)
+        runner._release_collector()
+        return h2d_time, True
+
+    def _record(self, iteration: int, data_ptr: int, meta: dict[str, Any] | None) -> None:
+        meta = meta or {}
+        self.log.append(
+            {
+                "tick_id": iteration,
+                "data_ptr": data_ptr,
+                "min_snapshot_ptr": meta.get("min_snapshot_ptr"),
+                "snapshot_ptr": meta.get("snapshot_ptr"),
+                "pack_ms": (meta.get("pack_end_ns", 0) - meta.get("pack_begin_ns", 0)) / 1e6,
+            }
+        )
+
+    def sample(
+        self, runner: TorchLoop, iteration: int, rec: TraceRecorder | None
+    ) -> dict[str, torch.Tensor]:
+        """The prefetched batch of this iteration (column views of the hot device slot)."""
+        batch, self._batch = self._batch, None
+        if batch is None:
+            raise RuntimeError("no prefetched replay batch for this iteration")
+        return batch
+
+
 class DoubleBufferOffPolicyRunner(OffPolicyRunner):
     """`OffPolicyRunner` whose batches are packed by the collector and prefetched one tick ahead
     into a device double buffer (see the module docstring)."""
@@ -337,131 +435,19 @@ class DoubleBufferOffPolicyRunner(OffPolicyRunner):
         self.replay_pipeline_name = REPLAY_PIPELINE
         self.pack_layout = PACK_LAYOUT
         self.pack_executor = PACK_EXECUTOR
-        self.replay_pipeline: _DoubleBufferPipeline | None = None
-        self.replay_statuses: list[str] = []  # the logger statuses of the last run
-        #: Per trained iteration: tick, the replay `ptr` when its data was ready, the
-        #: requested `min_snapshot_ptr` and the `snapshot_ptr` the batch was packed from.
-        self.replay_batch_log: deque[dict[str, Any]] = deque(maxlen=10_000)
-        self._max_iterations = 0
-        self._released_early = False
-        self._pipeline_batch: dict[str, torch.Tensor] | None = None
+        self._batches = DoubleBufferBatches(replay_prefetch_mode, self.verbose_metrics)
 
-    # -- setup -------------------------------------------------------------------------------
+    @property
+    def replay_pipeline(self) -> _DoubleBufferPipeline | None:
+        """The pipeline of the current (or last) run."""
+        return self._batches.pipeline
 
-    def _sample_count(self) -> int:
-        return self._local_batch_size() * self.updates_per_step
+    @property
+    def replay_statuses(self) -> list[str]:
+        """The logger statuses of the last run."""
+        return self._batches.statuses_shown
 
-    def _learn_torch(
-        self, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
-    ) -> None:
-        self._max_iterations = max_iterations
-        self.replay_batch_log.clear()
-        super()._learn_torch(max_iterations, save_interval, log_dir, logger_type)
-
-    def _setup_ipc(self, recorder: TraceRecorder | None) -> None:
-        super()._setup_ipc(recorder)
-        self._released_early = False
-        self._pipeline_batch = None
-        self.replay_pipeline = None
-        host_slots = torch.zeros(2, self._sample_count(), self.replay_buffer.width).share_memory_()
-        self.pack_request_queue = self._new_queue(1)
-        self.pack_ready_queue = self._new_queue(1)
-        self.replay_pipeline = self._register_resource(
-            _DoubleBufferPipeline(
-                host_slots,
-                self.pack_request_queue,
-                self.pack_ready_queue,
-                self.device,
-                base_seed=self.seed or 0,
-            )
-        )
-
-    def _collector_kwargs(self) -> dict[str, Any]:
-        return {
-            **super()._collector_kwargs(),
-            "collector_pack_request_queue": self.pack_request_queue,
-            "collector_pack_ready_queue": self.pack_ready_queue,
-            "collector_pack_shared_slots": self.replay_pipeline.host_slots,
-        }
-
-    def _make_logger(self, max_iterations: int, log_dir: str, logger_type: str) -> OffPolicyLogger:
-        logger = super()._make_logger(max_iterations, log_dir, logger_type)
-        pipeline = self.replay_pipeline
-        statuses = [
-            f"Replay pipeline: {REPLAY_PIPELINE}",
-            f"Replay prefetch: {self.replay_prefetch_mode}",
-            f"Replay pack layout: {PACK_LAYOUT}",
-            f"Replay pack executor: {PACK_EXECUTOR}",
-            f"Replay transfer backend: {pipeline.transfer_backend} ({self.device.type})",
-        ]
-        if self.verbose_metrics:
-            statuses.append("Verbose metrics")
-        for status in statuses:
-            logger.log_status(status)
-        self.replay_statuses = statuses
-        return logger
-
-    # -- one iteration -----------------------------------------------------------------------
-
-    def _iteration(self, iteration: int, run: _RunState, logger: OffPolicyLogger) -> None:
-        """Wait for data and the prefetched batch, request the next one and release the
-        collector, train, publish the actor, log."""
-        wait_time = self._wait_phase(iteration, run, logger)
-        pipeline = self.replay_pipeline
-        data_ptr = int(self.replay_buffer.ptr.item())
-        if pipeline.pending_tick is None:  # first trained iteration
-            pipeline.start_prepare(iteration, min_snapshot_ptr=0)
-        t0 = time.perf_counter()
-        with maybe_span(
-            run.recorder, "learner/wait_for_replay_batch", cat="learner", iteration=iteration
-        ):
-            pipeline.wait_until_ready(iteration, check=self.check_collector)
-        h2d_time = time.perf_counter() - t0
-        slot = pipeline.take(iteration)
-        self._record_batch(iteration, data_ptr, pipeline.last_meta)
-        self._released_early = False
-        if iteration < self._max_iterations:
-            chunk = self.num_envs * self.env_steps_per_sync
-            next_min = int(self.replay_buffer.ptr.item()) + chunk
-            pipeline.start_prepare(iteration + 1, min_snapshot_ptr=next_min)
-            super()._release_collector()  # the collector collects while we train
-            self._released_early = True
-        self._pipeline_batch = self.replay_buffer.split_columns(slot)
-        try:
-            t1 = time.perf_counter()
-            metrics = self._train(iteration, run.recorder)
-            train_time = time.perf_counter() - t1
-        finally:
-            self._pipeline_batch = None
-        weight_sync_time = self._publish(run)
-        run.completed = iteration
-        run.total_env_steps = int(self.replay_buffer.ptr.item())
-        self._log_iteration(
-            iteration, run, logger, metrics, train_time, wait_time, weight_sync_time, h2d_time
-        )
-
-    def _record_batch(self, iteration: int, data_ptr: int, meta: dict[str, Any] | None) -> None:
-        meta = meta or {}
-        self.replay_batch_log.append(
-            {
-                "tick_id": iteration,
-                "data_ptr": data_ptr,
-                "min_snapshot_ptr": meta.get("min_snapshot_ptr"),
-                "snapshot_ptr": meta.get("snapshot_ptr"),
-                "pack_ms": (meta.get("pack_end_ns", 0) - meta.get("pack_begin_ns", 0)) / 1e6,
-            }
-        )
-
-    def _sample_batch(self, iteration: int, rec: TraceRecorder | None) -> dict[str, torch.Tensor]:
-        """The prefetched batch of this iteration (column views of the hot device slot)."""
-        batch = self._pipeline_batch
-        if batch is None:
-            raise RuntimeError("no prefetched replay batch for this iteration")
-        return batch
-
-    def _release_collector(self) -> None:
-        """Release the collector unless this iteration already did so before training."""
-        if self._released_early:
-            self._released_early = False
-            return
-        super()._release_collector()
+    @property
+    def replay_batch_log(self) -> deque[dict[str, Any]]:
+        """Per trained iteration: tick, data `ptr`, `min_snapshot_ptr`, `snapshot_ptr`."""
+        return self._batches.log

@@ -3,17 +3,18 @@
 ``OffPolicyRunner(learner, ..., sim_backend="mjx")`` keeps the reference's API (a torch
 learner in, ``model_<iteration>.pt`` files and a trained learner out) while the whole loop
 (collection, replay, updates) runs fused on the device in ``unilab_jax``. ``learn_with_jax``
-reads the hyperparameters from ``learner.config`` and the initial weights, optimiser moments
-and normaliser statistics from the learner (``unilab.algos.torch.convert``, exact), trains with
-``unilab_jax.trainer.train`` and writes the state back into the learner at every checkpoint and
-at the end.
+takes the run's ``TrainConfig`` as the facade translated it (``settings.train_config``: no
+keyword is relayed here), the algorithm hyperparameters from ``learner.config``, and the initial
+weights, optimiser moments and normaliser statistics from the learner (the converters of the
+torch registry, ``unilab.algos.torch.registry``: exact), trains with ``unilab_jax.trainer.train``
+and writes the state back into the learner at every checkpoint and at the end.
 
 Differences from the reference runner:
 
 - ``log_interval`` (iterations per device call) divides ``save_interval``, so checkpoints land
   on its multiples; the console is updated once per block, not per iteration.
-- ``max_iterations=0`` trains nothing and writes no checkpoint (the reference writes
-  ``model_0.pt``); the learner is left as it was.
+- ``max_iterations=0`` trains nothing and writes nothing, no checkpoint (the reference writes
+  ``model_0.pt``) nor the core's ``run_config.json``; the learner is left as it was.
 - ``learner.update_count`` grows by the critic updates made (``updates_per_step`` per learning
   iteration), what the learners' own ``update_critic`` counts; the reference runner adds one
   per learning iteration on top of that.
@@ -29,26 +30,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from unilab.algos.torch.convert import (
-    jax_sac_to_torch,
-    jax_td3_to_torch,
-    torch_sac_to_jax,
-    torch_td3_to_jax,
-)
-from unilab_jax.algos.sac import SACConfig
-from unilab_jax.algos.td3 import TD3Config
+from unilab.algos.torch.registry import get_torch_algo
 from unilab_jax.config import TrainConfig
 from unilab_jax.loop import TrainState
 from unilab_jax.trainer import Trainer, train
 
-__all__ = ["SUPPORTED_ALGOS", "learn_with_jax"]
-
-# algo_type -> (the learner's config type, torch -> JAX, JAX -> torch)
-_CONVERTERS = {
-    "sac": (SACConfig, torch_sac_to_jax, jax_sac_to_torch),
-    "td3": (TD3Config, torch_td3_to_jax, jax_td3_to_torch),
-}
-SUPPORTED_ALGOS = tuple(_CONVERTERS)
+__all__ = ["draw_seed", "learn_with_jax"]
 
 # The reference's ``last_run_summary`` keys, in its order (``trace_path`` is always None here).
 _SUMMARY_KEYS = (
@@ -64,74 +51,39 @@ _SUMMARY_KEYS = (
 )
 
 
-def learn_with_jax(
-    learner: Any,
-    algo_type: str,
-    *,
-    env_name: str,
-    num_envs: int,
-    replay_buffer_n: int,
-    batch_size: int,
-    learning_starts: int,
-    updates_per_step: int,
-    policy_frequency: int,
-    env_steps_per_sync: int,
-    seed: int | None,
-    env_cfg_override: dict | None,
-    max_iterations: int,
-    save_interval: int,
-    log_dir: str,
-    logger_type: str,
-    num_devices: int = 1,
-) -> dict:
-    """Train ``learner`` (a ``FastSACLearner`` / ``FastTD3Learner``) on ``env_name`` with the
-    JAX core and write the trained state back into it.
+def draw_seed() -> int:
+    """A fresh seed for a run asked for with ``seed=None``."""
+    return int(np.random.SeedSequence().entropy % 2**31)
+
+
+def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_type: str) -> dict:
+    """Train ``learner`` (a ``FastSACLearner`` / ``FastTD3Learner``) as ``config`` says (the
+    facade's translation, ``settings.train_config``) with the JAX core and write the trained
+    state back into it.
 
     Checkpoints ``<log_dir>/model_<iteration>.pt`` (``learner.get_state_dict()``) are written
-    at multiples of ``save_interval`` and after the last iteration. ``seed=None`` draws one.
-    ``logger_type``: ``"tensorboard"``, ``"wandb"``, or anything else for console only
-    (``"no_print"`` silences the console too). Returns the reference's run summary plus
-    ``backend`` and ``compile_time_sec``.
+    at multiples of ``config.save_interval`` and after the last iteration. ``logger_type``:
+    ``"tensorboard"``, ``"wandb"``, or anything else for console only (``"no_print"`` silences
+    the console too). Returns the reference's run summary plus ``backend`` and
+    ``compile_time_sec``.
     """
-    if algo_type not in _CONVERTERS:
-        raise ValueError(
-            f"algo_type {algo_type!r} has no JAX backend; supported: {', '.join(SUPPORTED_ALGOS)}"
-        )
-    config_type, to_jax, to_torch = _CONVERTERS[algo_type]
+    spec = get_torch_algo(config.algo)
+    config_type = spec.core.config_cls
     if not isinstance(learner.config, config_type):
         raise ValueError(
-            f"algo_type {algo_type!r} needs a learner whose config is a {config_type.__name__}, "
-            f"got {type(learner.config).__name__} ({type(learner).__name__})"
+            f"algo_type {config.algo!r} needs a learner whose config is a "
+            f"{config_type.__name__}, got {type(learner.config).__name__} "
+            f"({type(learner).__name__})"
         )
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % 2**31)
-    config = TrainConfig(
-        env=env_name,
-        algo=algo_type,
-        num_envs=num_envs,
-        replay_buffer_n=replay_buffer_n,
-        batch_size=batch_size,
-        learning_starts=learning_starts,
-        updates_per_step=updates_per_step,
-        policy_frequency=policy_frequency,
-        env_steps_per_sync=env_steps_per_sync,
-        max_iterations=max_iterations,
-        log_interval=_log_interval(save_interval, max_iterations),
-        save_interval=save_interval,
-        num_devices=num_devices,
-        eval_envs=0,
-        seed=seed,
-        sim_backend="mjx",
-        env_overrides=env_cfg_override,
-    )
+    config = config.replace(log_interval=_log_interval(config.save_interval, config.max_iterations))
     trainer = Trainer(config, learner.config)
-    _check_dims(learner, trainer, env_name)
-    state = trainer.init_state(seed)
-    state = state.replace(agent=to_jax(learner, state.agent))
+    _check_dims(learner, trainer, config.env)
+    state = trainer.init_state(config.seed)
+    state = state.replace(agent=spec.torch_to_jax(learner, state.agent))
     update_count = learner.update_count
 
     def write_back(step: int, final: TrainState) -> None:
-        to_torch(final.agent, learner)
+        spec.jax_to_torch(final.agent, learner)
         learner.update_count = update_count + _critic_updates(config, step)
 
     checkpointer = _TorchCheckpointer(Path(log_dir), learner, write_back)
@@ -139,7 +91,8 @@ def learn_with_jax(
         config,
         trainer=trainer,
         initial_state=state,
-        log_dir=log_dir,
+        # A run that trains nothing writes nothing, not even the core's run_config.json.
+        log_dir=log_dir if config.max_iterations > 0 else None,
         logger=logger_type if logger_type in ("tensorboard", "wandb") else "none",
         quiet=logger_type == "no_print",
         checkpointer=checkpointer,  # never called when no iteration runs

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from unilab.algos.torch.common.actor_factory import build_actor
 from unilab.algos.torch.common.normalization import NORMALIZER_EPS
+from unilab.algos.torch.registry import TORCH_ALGOS, build_actor, get_torch_algo
 from unilab.ipc.async_runner import parent_alive
 from unilab.ipc.weight_sync import SharedWeightSync, _make_layout
 from unilab.logging.trace_event import TraceRecorder, maybe_span
@@ -87,14 +87,14 @@ def sample_offpolicy_actions(
 ) -> torch.Tensor:
     """Sample collector actions using the algorithm's exploration policy.
 
-    sac / td3: `actor.explore(obs, dones=prev_dones, deterministic=False)` (TD3 resamples the
-    noise scale of envs whose previous step ended). Other algorithms raise `ValueError`.
+    The policy is the torch registry's `explore` of `algo_type` (sac / td3:
+    `actor.explore(obs, dones=prev_dones, deterministic=False)`; TD3 resamples the noise scale
+    of envs whose previous step ended). Other algorithms raise `ValueError`.
     """
-    if algo_type in ("sac", "td3"):
-        return actor.explore(obs_torch, dones=prev_dones_torch, deterministic=False)
-    if algo_type == "hora_sac":
+    if algo_type == "hora_sac" and algo_type not in TORCH_ALGOS:
         raise ValueError("algo_type 'hora_sac' is not available in this project; use 'sac'")
-    raise ValueError(f"unknown algo_type {algo_type!r}; supported: 'sac', 'td3'")
+    explore = get_torch_algo(algo_type).explore
+    return explore(actor, obs_torch, prev_dones_torch, priv_info_torch)
 
 
 def resolve_offpolicy_actor_priv_info(

@@ -1,0 +1,174 @@
+"""Several learner ranks for the torch loop (`world_size > 1`): spawn, join, stop, and the two
+collectives the loop adds to the learners' gradient all-reduce.
+
+The parent process opens the run (replay ring, weight block, queues), starts the one
+collector and spawns `world_size` ranks with `torch.multiprocessing`; each joins a process group
+(NCCL on CUDA devices, gloo on CPU), builds its learner from the constructor's learner state and
+runs `TorchLoop._run_rank`, the same loop as a single learner. Rank 0's final learner state and
+summary come back through a file. A failure in any rank (a `CollectorError` seen by rank 0
+included) stops the others and is raised in the parent.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as torch_mp
+
+from unilab.algos.torch.common.normalization import EmpiricalNormalization
+from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
+from unilab.ipc.async_runner import CollectorError
+
+__all__ = ["StoppedByLead", "broadcast_normalizers", "learn_on_ranks", "wait_on_lead"]
+
+_PROCESS_GROUP_TIMEOUT = datetime.timedelta(seconds=120)
+_GO, _STOP = 0.0, 1.0
+
+
+class StoppedByLead(Exception):
+    """Rank 0 stopped the run (it raises the reason itself); other ranks exit cleanly, so the
+    parent sees rank 0's error rather than a follower's exit code."""
+
+
+def wait_on_lead(wait: Callable[[], float] | None) -> float:
+    """Rank 0 runs `wait` (the others pass None); every rank learns whether to go on."""
+    flag = torch.tensor([_GO])
+    wait_time = 0.0
+    failure: BaseException | None = None
+    if wait is not None:
+        try:
+            wait_time = wait()
+        except BaseException as error:  # noqa: BLE001 - re-raised after telling the ranks
+            failure = error
+            flag[0] = _STOP
+    dist.broadcast(flag, src=0)
+    if failure is not None:
+        raise failure
+    if flag.item() == _STOP:
+        raise StoppedByLead
+    return wait_time
+
+
+def broadcast_normalizers(learner: Any) -> None:
+    """Rank 0 fed the normaliser; every rank takes its statistics."""
+    for name in ("obs_normalizer", "critic_normalizer"):
+        normalizer = getattr(learner, name, None)
+        if isinstance(normalizer, EmpiricalNormalization):
+            for buffer in normalizer.buffers():
+                dist.broadcast(buffer, src=0)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def learn_on_ranks(
+    runner: Any, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
+) -> None:
+    """The parent's side of a multi-rank run of `runner` (a `MultiGPUOffPolicyRunner`)."""
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="unilab-ranks-") as tmp:
+        result_path = Path(tmp) / "rank0.pt"
+        try:
+            runner._open_run(None, max_iterations)
+            runner._start_collector(off_policy_collector_fn, runner._collector_kwargs())
+            world_size = runner.world_size
+            print(f"[MultiGPURunner] Spawning {world_size} learner workers (port {port})")
+            runner._rank_context = torch_mp.start_processes(
+                _learner_worker,
+                args=(
+                    world_size, runner, type(runner.learner), runner._learner_kwargs,
+                    runner.learner.get_state_dict(), max_iterations, save_interval, log_dir,
+                    logger_type, port, str(result_path),
+                ),
+                nprocs=world_size,
+                join=False,
+                start_method="spawn",
+            )  # fmt: skip
+            try:
+                while not runner._rank_context.join(timeout=0.5):
+                    pass
+            except torch_mp.ProcessRaisedException as error:
+                if "CollectorError" in str(error):
+                    raise CollectorError(str(error)) from None
+                raise
+            result = torch.load(result_path, weights_only=False)
+            runner.learner.load_state_dict(result["learner"])
+            runner.last_run_summary = result["summary"]
+        finally:
+            stop_ranks(runner)
+            runner.close()
+
+
+def stop_ranks(runner: Any) -> None:
+    """Terminate (then kill) rank processes still alive; idempotent."""
+    context = getattr(runner, "_rank_context", None)
+    runner._rank_context = None
+    if context is None:
+        return
+    for process in context.processes:
+        if process.is_alive():
+            process.terminate()
+    for process in context.processes:
+        process.join(5.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def _learner_worker(
+    rank: int,
+    world_size: int,
+    runner: Any,
+    learner_cls: type,
+    learner_kwargs: dict,
+    initial_state: dict,
+    max_iterations: int,
+    save_interval: int,
+    log_dir: str,
+    logger_type: str,
+    port: int,
+    result_path: str,
+) -> None:
+    """One learner rank: join the process group, build the learner, run the loop."""
+    use_cuda = runner.device.type == "cuda"
+    device = torch.device(f"cuda:{rank}") if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // (world_size + 1)))
+    dist.init_process_group(
+        "nccl" if use_cuda else "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=_PROCESS_GROUP_TIMEOUT,
+    )
+    try:
+        # Independent replay samples per rank; identical initial state everywhere.
+        torch.manual_seed((runner.seed or 0) + rank + 1001)
+        learner = learner_cls(device=device, world_size=world_size, **learner_kwargs)
+        learner.load_state_dict(initial_state)
+        runner.learner = learner
+        runner.device = device
+        runner.replay_buffer.device = device
+        runner._close_complete = True  # the parent owns the collector and the shared memory
+        try:
+            summary = runner._run_rank(rank, max_iterations, save_interval, log_dir, logger_type)
+        except StoppedByLead:
+            return
+        if rank == 0:
+            torch.save({"learner": learner.get_state_dict(), "summary": summary}, result_path)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()

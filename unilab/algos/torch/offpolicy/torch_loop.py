@@ -1,0 +1,394 @@
+"""The torch path's one training loop (`sim_backend="mujoco"`), shared by every runner.
+
+`TorchLoop` is the base of `OffPolicyRunner`; it is parametrised by two things only:
+
+- `world_size`: 1 runs the loop in this process; N > 1 (`MultiGPUOffPolicyRunner`) runs the
+  same loop in N spawned learner ranks (`ranks.learn_on_ranks`), where rank 0 waits for data
+  and tells the others to go on or stop, the normaliser statistics are broadcast from rank 0,
+  gradients are all-reduced inside the learners, and rank 0 alone publishes, logs and saves.
+- a batch source (`BatchSource`): where an iteration's `updates_per_step` batches come from.
+  `RingBatches` (the A path) samples them from the shared replay ring in the learner;
+  `double_buffer_runner.DoubleBufferBatches` (the B path) takes the batch the collector packed
+  and the H2D thread prefetched, and releases the collector before training.
+
+One iteration: wait for this iteration's data (sync: one new chunk, past the start threshold
+`TrainConfig.train_start_rows`), take the collector's metrics, feed the normaliser, let the
+batch source prepare, run the update schedule (`common.updates.run_updates`), publish the
+actor (and statistics) through `SharedWeightSync`, release the collector, log; checkpoint
+every `save_interval` iterations and after the last one.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import functools
+import queue
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from unilab.algos.torch.common.updates import run_updates
+from unilab.algos.torch.offpolicy import ranks
+from unilab.algos.torch.offpolicy.run_state import RunState
+from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
+from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
+from unilab.ipc.async_runner import AsyncRunner, interrupt_guard
+from unilab.logging.trace_event import TraceRecorder, maybe_span
+from unilab_jax.logging import OffPolicyLogger
+
+__all__ = ["RUN_IPC_ATTRIBUTES", "TRACE_FILE", "BatchSource", "RingBatches", "TorchLoop"]
+
+TRACE_FILE = "perfetto_offpolicy_timeline.json"
+_WAIT_POLL_S = 1.0  # sync mode: how often a waiting learner checks the collector
+_ASYNC_POLL_S = 0.1
+#: The IPC handles of one run, dropped by `close()` (named semaphores unlink once unreferenced).
+RUN_IPC_ATTRIBUTES = (
+    "replay_buffer",
+    "weight_sync",
+    "metrics_queue",
+    "collection_ready_queue",
+    "trainer_done_queue",
+    "obs_stats",
+)
+
+
+class BatchSource(abc.ABC):
+    """Where the torch loop's batches come from. Hooks take the runner, so one source serves
+    any runner; only `sample` must be written."""
+
+    def open(self, runner: TorchLoop, max_iterations: int) -> None:
+        """Create this source's resources of one run (after the ring and the weight block)."""
+        del runner, max_iterations  # the ring needs nothing beyond the run's replay buffer
+
+    def collector_kwargs(self) -> dict[str, Any]:
+        """Extra keyword arguments of `off_policy_collector_fn`."""
+        return {}
+
+    def statuses(self, runner: TorchLoop) -> list[str]:
+        """Lines the logger shows at the start of a run."""
+        return []
+
+    def prepare(self, runner: TorchLoop, iteration: int, run: RunState) -> tuple[float, bool]:
+        """Before training: returns (seconds waited for the batch, collector released)."""
+        return 0.0, False
+
+    @abc.abstractmethod
+    def sample(
+        self, runner: TorchLoop, iteration: int, rec: TraceRecorder | None
+    ) -> dict[str, torch.Tensor]:
+        """All `updates_per_step` batches of this iteration, as one batch of columns."""
+
+
+class RingBatches(BatchSource):
+    """The A path: the learner samples the shared replay ring, once per iteration."""
+
+    def sample(
+        self, runner: TorchLoop, iteration: int, rec: TraceRecorder | None
+    ) -> dict[str, torch.Tensor]:
+        total = runner._local_batch_size() * runner.updates_per_step
+        with maybe_span(rec, "learner/replay_sample", cat="learner", total_batch=total):
+            return runner.replay_buffer.sample(total)
+
+
+class TorchLoop(AsyncRunner):
+    """The torch path's loop (see the module docstring); `OffPolicyRunner` sets the settings
+    it reads (`learner`, sizes, `config.train_start_rows`, trace and sync options)."""
+
+    world_size = 1
+    _batches: BatchSource = RingBatches()
+
+    def _learn_torch(
+        self, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
+    ) -> None:
+        self.last_run_summary = None
+        if self.world_size > 1:
+            ranks.learn_on_ranks(self, max_iterations, save_interval, log_dir, logger_type)
+            return
+        run = RunState(self._make_recorder(log_dir), Path(log_dir))
+        try:
+            with self._recording(run):
+                self._open_run(run.recorder, max_iterations)
+                self._start_collector(off_policy_collector_fn, self._collector_kwargs())
+                self._run_loop(run, max_iterations, save_interval, log_dir, logger_type)
+        finally:
+            self.close()
+
+    def _run_rank(
+        self, rank: int, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
+    ) -> dict[str, Any] | None:
+        """One learner rank (`world_size > 1`); rank 0 records, logs and returns the summary."""
+        lead = rank == 0
+        recorder = self._make_recorder(log_dir) if lead else None
+        if recorder is not None:
+            self.weight_sync.recorder = recorder
+        run = RunState(recorder, Path(log_dir), lead=lead)
+        try:
+            with self._recording(run):
+                self._run_loop(run, max_iterations, save_interval, log_dir, logger_type)
+        finally:
+            self.close()  # the logger only: the parent owns the collector and shared memory
+        return self.last_run_summary if lead else None
+
+    @contextlib.contextmanager
+    def _recording(self, run: RunState) -> Iterator[None]:
+        """Mark the run failed on any exception; always write the trace and (rank 0) the
+        summary."""
+        start = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            run.status = "failed"
+            raise
+        finally:
+            if run.recorder is not None:
+                run.trace_path = str(run.recorder.write())
+            if run.lead:
+                wall = time.perf_counter() - start
+                self.last_run_summary = run.summary(wall, self.world_size)
+
+    def _run_loop(
+        self, run: RunState, max_iterations: int, save_interval: int, log_dir: str,
+        logger_type: str,
+    ) -> None:  # fmt: skip
+        logger = self._make_logger(max_iterations, log_dir, logger_type) if run.lead else None
+        if logger is not None:
+            multi = self.world_size > 1
+            logger.start(status=f"{self.world_size} learners" if multi else "Warming up...")
+        with (
+            interrupt_guard() as interrupt,
+            maybe_span(run.recorder, "learner/training_e2e", cat="learner"),
+        ):
+            for iteration in range(1, max_iterations + 1):
+                interrupt.check()  # a Ctrl+C that a finaliser swallowed still stops the run
+                self._iteration(iteration, run, logger)
+                if logger is not None:
+                    self._maybe_save(iteration, save_interval, max_iterations, run, logger)
+        run.status = "completed"
+        if logger is not None:
+            logger.finish(extra_summary=run.summary_line())
+
+    # -- one run's resources -------------------------------------------------------------------
+
+    def _make_recorder(self, log_dir: str) -> TraceRecorder | None:
+        if not self.trace_enabled:
+            return None
+        out = Path(self.trace_output_dir or log_dir) / TRACE_FILE
+        return TraceRecorder("offpolicy_learner", out, thread_time=self.trace_thread_time)
+
+    def _open_run(self, recorder: TraceRecorder | None, max_iterations: int) -> None:
+        """Replay ring, weight block, queues, statistics channel and the batch source's
+        resources of one run."""
+        self._prepare_run()
+        self.replay_buffer = self._register_resource(
+            ReplayBuffer(
+                self.replay_buffer_n, self.num_envs, self.obs_dim, self.action_dim,
+                self.critic_dim, self.device, recorder,
+            )
+        )  # fmt: skip
+        actor_state = self.learner.actor.state_dict()
+        self.weight_sync = self._register_resource(SharedWeightSync(actor_state, recorder))
+        self.metrics_queue = self._new_queue(maxsize=100)
+        self.collection_ready_queue = self._new_queue(maxsize=1) if self.sync_collection else None
+        self.trainer_done_queue = self._new_queue(maxsize=1) if self.sync_collection else None
+        if self.trainer_done_queue is not None:
+            self.trainer_done_queue.put(True)  # the collector may collect the first chunk
+        self.obs_stats = (
+            self._register_resource(SharedObsNormStats()) if self.obs_normalization else None
+        )
+        self._replay_read_ptr = 0
+        self._batches.open(self, max_iterations)
+
+    def _collector_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of `off_policy_collector_fn` (after `stop_event`)."""
+        return {
+            "env_name": self.env_name,
+            "num_envs": self.num_envs,
+            "replay_buffer": self.replay_buffer,
+            "weight_sync_name": self.weight_sync.name,
+            "weight_param_shapes": {
+                k: tuple(v.shape) for k, v in self.learner.actor.state_dict().items()
+            },
+            "algo_type": self.algo_type,
+            "actor_hidden_dim": self.actor_hidden_dim,
+            "use_layer_norm": self.use_layer_norm,
+            "learning_starts": self.learning_starts,
+            "metrics_queue": self.metrics_queue,
+            "weight_sync_lock": self.weight_sync._lock,
+            "sync_collection": self.sync_collection,
+            "collection_ready_queue": self.collection_ready_queue,
+            "trainer_done_queue": self.trainer_done_queue,
+            "env_steps_per_sync": self.env_steps_per_sync,
+            "obs_normalization": self.obs_normalization,
+            "shared_obs_normalizer_stats": self.obs_stats,
+            "sim_backend": self.sim_backend,
+            "env_cfg_override": self.env_cfg_override,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "actor_kwargs": self.actor_kwargs,
+            "seed": None if self.seed is None else self.seed + 1,
+            "trace_enabled": self.trace_enabled,
+            "trace_thread_time": self.trace_thread_time,
+            **self._batches.collector_kwargs(),
+        }
+
+    def _make_logger(self, max_iterations: int, log_dir: str, logger_type: str) -> OffPolicyLogger:
+        logger = OffPolicyLogger(
+            algo_name=self._algo_name(),
+            max_iterations=max_iterations,
+            num_envs=self.num_envs,
+            env_name=self.env_name,
+            obs_dim=self.obs_dim,
+            action_dim=self.action_dim,
+            log_dir=log_dir,
+            log_backend=logger_type,
+        )
+        self._active_logger = logger
+        logger.set_collection_sync(self.sync_collection, self.env_steps_per_sync)
+        for status in self._batches.statuses(self):
+            logger.log_status(status)
+        return logger
+
+    # -- one iteration ---------------------------------------------------------------------------
+
+    def _iteration(self, iteration: int, run: RunState, logger: OffPolicyLogger | None) -> None:
+        """Wait for data, let the batch source prepare, train, then (rank 0) publish the actor
+        and log."""
+        wait_time = self._wait_phase(iteration, run, logger)
+        h2d_time, released = self._batches.prepare(self, iteration, run)
+        t1 = time.perf_counter()
+        metrics = self._train(iteration, run.recorder)
+        train_time = time.perf_counter() - t1
+        if logger is None:
+            return  # a follower rank: rank 0 publishes, logs and saves
+        weight_sync_time = self._publish(run, release_collector=not released)
+        run.completed = iteration
+        run.total_env_steps = int(self.replay_buffer.ptr.item())
+        snaps = run.reward_snapshots
+        logger.log_step(
+            iteration,
+            metrics=metrics,
+            reward=float(np.mean(snaps)) if snaps else None,
+            reward_metrics={"mean_ep100": snaps[-1]} if snaps else None,
+            reward_components=run.reward_components,
+            train_time=train_time,
+            wait_time=wait_time,
+            learner_incremental_h2d_time=h2d_time,
+            weight_sync_time=weight_sync_time,
+            extra_info={"throughput_steps": self.num_envs * self.env_steps_per_sync},
+        )
+
+    def _wait_phase(self, iteration: int, run: RunState, logger: OffPolicyLogger | None) -> float:
+        """Rank 0 waits for this iteration's data, takes the collector's metrics and feeds the
+        normaliser; with several ranks it then tells the others to go on (or stop) and shares
+        the statistics. Returns the wait in seconds."""
+        if self.world_size == 1:
+            return self._wait_and_feed(iteration, run, logger)
+        wait = functools.partial(self._wait_and_feed, iteration, run, logger) if run.lead else None
+        wait_time = ranks.wait_on_lead(wait)
+        ranks.broadcast_normalizers(self.learner)
+        return wait_time
+
+    def _wait_and_feed(self, iteration: int, run: RunState, logger: OffPolicyLogger) -> float:
+        t0 = time.perf_counter()
+        with maybe_span(run.recorder, "learner/wait_for_data", cat="learner", iteration=iteration):
+            self._wait_for_data(run, logger)
+        wait_time = time.perf_counter() - t0
+        run.take_metrics(self.metrics_queue, logger)
+        self._feed_normalizer()
+        return wait_time
+
+    def _wait_for_data(self, run: RunState, logger: OffPolicyLogger) -> None:
+        """Block until this iteration may train (sync: one new chunk past the threshold)."""
+        threshold = self.config.train_start_rows
+        while True:
+            self.check_collector()
+            if self.sync_collection:
+                try:
+                    self.collection_ready_queue.get(timeout=_WAIT_POLL_S)
+                except queue.Empty:
+                    continue
+                run.take_metrics(self.metrics_queue, logger)
+                if len(self.replay_buffer) >= threshold:
+                    return
+                logger.log_buffer_fill(len(self.replay_buffer), threshold)
+                self._put_done()  # warm-up chunk: collect the next one
+            else:
+                if len(self.replay_buffer) >= threshold:
+                    return
+                run.take_metrics(self.metrics_queue, logger)
+                logger.log_buffer_fill(len(self.replay_buffer), threshold)
+                time.sleep(_ASYNC_POLL_S)
+
+    def _feed_normalizer(self) -> None:
+        """Merge the observations collected since the last iteration into the statistics."""
+        if not self.obs_normalization:
+            return
+        rows, self._replay_read_ptr = self.replay_buffer.rows_since(self._replay_read_ptr)
+        if rows.shape[0] == 0:
+            return
+        columns = self.replay_buffer.split_columns(rows.to(self.device))
+        self.learner.update_normalizers(columns["obs"], columns.get("critic"))
+
+    def _local_batch_size(self) -> int:
+        """Rows of one update on one rank: the global batch is split evenly over the ranks."""
+        return self.batch_size // self.world_size
+
+    def _sample_batch(self, iteration: int, rec: TraceRecorder | None) -> dict[str, torch.Tensor]:
+        return self._batches.sample(self, iteration, rec)
+
+    def _train(self, iteration: int, rec: TraceRecorder | None) -> dict[str, float]:
+        """This iteration's batches, then the update schedule on consecutive slices."""
+        batch = self._sample_batch(iteration, rec)
+        return run_updates(
+            self.learner, batch, self.updates_per_step, self.policy_frequency,
+            rows=self._local_batch_size(), recorder=rec,
+        )  # fmt: skip
+
+    def _publish(self, run: RunState, release_collector: bool = True) -> float:
+        """Statistics and actor weights to the collector, then release it; returns seconds."""
+        t0 = time.perf_counter()
+        if self.obs_stats is not None:
+            normalizer = self.learner.obs_normalizer
+            self.obs_stats.put(normalizer.mean, normalizer.std)
+        with maybe_span(run.recorder, "learner/weight_sync_write", cat="learner"):
+            self.weight_sync.write_weights(self.learner.actor.state_dict())
+        weight_sync_time = time.perf_counter() - t0
+        if run.recorder is not None:
+            run.recorder.counter("replay_size", len(self.replay_buffer), cat="learner")
+        if release_collector:
+            self._release_collector()
+        return weight_sync_time
+
+    def _release_collector(self) -> None:
+        """Sync mode: let the collector produce the next chunk."""
+        if self.trainer_done_queue is not None:
+            self._put_done()
+
+    def _put_done(self) -> None:
+        """Hand the collector a release token; a dead collector never takes the previous one,
+        so a blocking put would hang the learner: wait in slices and check the collector."""
+        while True:
+            try:
+                self.trainer_done_queue.put(True, timeout=_WAIT_POLL_S)
+                return
+            except queue.Full:
+                pass  # raise outside the handler: a chained `Full` would keep the queue alive
+            self.check_collector()
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def _maybe_save(
+        self, iteration: int, save_interval: int, max_iterations: int, run: RunState,
+        logger: OffPolicyLogger,
+    ) -> None:  # fmt: skip
+        periodic = save_interval > 0 and iteration % save_interval == 0
+        if periodic or iteration == max_iterations:
+            path = run.log_dir / f"model_{iteration}.pt"
+            torch.save(self.learner.get_state_dict(), path)
+            run.last_checkpoint = str(path)
+            logger.log_save(str(path))

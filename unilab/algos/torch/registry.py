@@ -1,0 +1,160 @@
+"""The one table of algorithms the torch facade trains: name -> ``TorchAlgoSpec``.
+
+The facts both sides share (display name, hyperparameter dataclass, default actor-update period)
+live in the core's ``unilab_jax.algos.registry`` and are read from there (``spec.core``); this
+table adds the torch side of each algorithm: its learner class, how the collector builds a copy
+of its actor, which non-weight actor settings the collector needs from a learner, the exact
+torch <-> JAX state converters (``unilab.algos.torch.convert``, imported on first use: they
+pull in flax) and the exploration policy the collector samples from.
+
+Adding an algorithm means one entry here (plus one in the core's table); the runners, the
+collector, the ``"mjx"`` dispatch and the multi-learner path all read it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from unilab.algos.torch.fast_sac.learner import FastSACLearner, SACActor
+from unilab.algos.torch.fast_td3.learner import FastTD3Learner, TD3Actor
+from unilab_jax.algos.registry import AlgoSpec, get_algo
+
+__all__ = [
+    "TORCH_ALGOS",
+    "TorchAlgoSpec",
+    "actor_kwargs_from_learner",
+    "build_actor",
+    "get_torch_algo",
+]
+
+
+def _explore(
+    actor: nn.Module,
+    obs: torch.Tensor,
+    prev_dones: torch.Tensor,
+    priv_info: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``actor.explore(obs, dones=prev_dones, deterministic=False)`` (TD3 resamples the noise
+    scale of envs whose previous step ended)."""
+    del priv_info
+    return actor.explore(obs, dones=prev_dones, deterministic=False)
+
+
+def _sac_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs, **kwargs):
+    del num_envs
+    return SACActor(obs_dim, action_dim, hidden_dim, use_layer_norm, device=device, **kwargs)
+
+
+def _td3_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs, **kwargs):
+    del use_layer_norm  # the TD3 actor has no LayerNorm
+    return TD3Actor(obs_dim, action_dim, num_envs, hidden_dim=hidden_dim, device=device, **kwargs)
+
+
+def _sac_actor_kwargs(learner: FastSACLearner) -> dict[str, Any]:
+    return {"log_std_min": learner.actor.log_std_min, "log_std_max": learner.actor.log_std_max}
+
+
+def _td3_actor_kwargs(learner: FastTD3Learner) -> dict[str, Any]:
+    return {
+        "log_std_min": math.log(learner.actor.std_min),
+        "log_std_max": math.log(learner.actor.std_max),
+    }
+
+
+def _function(reference: str) -> Callable:
+    module, name = reference.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class TorchAlgoSpec:
+    """The torch side of one algorithm (the shared facts are in ``core``)."""
+
+    name: str
+    """The core's algorithm name (``"sac"``), also the facade's ``algo_type``."""
+    learner_cls: type
+    """The torch learner (``FastSACLearner``); its ``config`` is ``core.config_cls``."""
+    actor_builder: Callable[..., nn.Module]
+    """``(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs, **actor_kwargs)``
+    -> a fresh actor of the learner's layout (the collector's copy)."""
+    actor_kwargs: Callable[[Any], dict[str, Any]]
+    """learner -> the non-weight actor settings the collector's actor must share."""
+    to_jax: str
+    """``"module:function"``: ``(learner, jax_agent_state) -> jax_agent_state``."""
+    to_torch: str
+    """``"module:function"``: ``(jax_agent_state, learner) -> None`` (in place)."""
+    explore: Callable[..., torch.Tensor] = _explore
+    """``(actor, obs, prev_dones, priv_info) -> actions``: the collector's exploration."""
+
+    @property
+    def core(self) -> AlgoSpec:
+        return get_algo(self.name)
+
+    def torch_to_jax(self, learner: Any, jax_agent_state: Any) -> Any:
+        return _function(self.to_jax)(learner, jax_agent_state)
+
+    def jax_to_torch(self, jax_agent_state: Any, learner: Any) -> None:
+        _function(self.to_torch)(jax_agent_state, learner)
+
+
+_CONVERT = "unilab.algos.torch.convert"
+
+TORCH_ALGOS: dict[str, TorchAlgoSpec] = {
+    spec.name: spec
+    for spec in (
+        TorchAlgoSpec(
+            "sac", FastSACLearner, _sac_actor, _sac_actor_kwargs,
+            f"{_CONVERT}:torch_sac_to_jax", f"{_CONVERT}:jax_sac_to_torch",
+        ),
+        TorchAlgoSpec(
+            "td3", FastTD3Learner, _td3_actor, _td3_actor_kwargs,
+            f"{_CONVERT}:torch_td3_to_jax", f"{_CONVERT}:jax_td3_to_torch",
+        ),
+    )
+}  # fmt: skip
+
+
+def get_torch_algo(algo_type: str) -> TorchAlgoSpec:
+    """The spec of ``algo_type``; an unknown name raises ``ValueError`` listing the known ones."""
+    try:
+        return TORCH_ALGOS[algo_type]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown algo_type {algo_type!r}; supported: {', '.join(map(repr, TORCH_ALGOS))}"
+        ) from None
+
+
+def build_actor(
+    algo_type: str,
+    obs_dim: int,
+    action_dim: int,
+    actor_hidden_dim: int,
+    use_layer_norm: bool,
+    device: torch.device | str,
+    num_envs: int,
+    **actor_kwargs: Any,
+) -> nn.Module:
+    """A fresh actor for ``algo_type`` ("sac": ``SACActor``, "td3": ``TD3Actor``).
+
+    ``actor_kwargs``: sac ``log_std_min``, ``log_std_max``; td3 ``log_std_min``,
+    ``log_std_max``, ``init_scale``. ``use_layer_norm`` applies to SAC only.
+    """
+    builder = get_torch_algo(algo_type).actor_builder
+    return builder(obs_dim, action_dim, actor_hidden_dim, use_layer_norm, device, num_envs,
+                   **actor_kwargs)  # fmt: skip
+
+
+def actor_kwargs_from_learner(learner: Any) -> dict[str, Any]:
+    """The non-weight actor settings of ``learner`` that the collector's actor must share
+    (``{}`` for a learner of no registered algorithm)."""
+    for spec in TORCH_ALGOS.values():
+        if isinstance(learner, spec.learner_cls):
+            return spec.actor_kwargs(learner)
+    return {}
