@@ -71,6 +71,7 @@ def test_help_documents_every_option():
         (["--num-envs", "0"], "num_envs must be a positive integer"),
         (["--batch-size", "-1"], "batch_size must be a positive integer"),
         (["--algo", "td3", "--alpha-init", "0.1"], "--alpha-init do not apply to --algo td3"),
+        (["--v-min", "10", "--v-max", "10"], "v_min is 10.0; it must be below v_max (10.0)"),
     ],
 )
 def test_bad_input_fails_fast_with_a_clear_message(args, message):
@@ -145,4 +146,7 @@ def test_resume_continues_from_the_newest_checkpoint(tmp_path):
     wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",
                     "--resume", str(tmp_path / "a"))  # fmt: skip
     assert wrong.returncode != 0
-    assert "does not fit this configuration" in wrong.stderr
+    assert "checkpoint 4 was written with other settings: num_envs: checkpoint 8, now 16" in (
+        wrong.stderr
+    )
+    assert "Traceback" not in wrong.stderr and len(wrong.stderr.splitlines()) <= 3

@@ -1,68 +1,334 @@
-"""Orbax checkpoints of the full training state.
+"""Checkpoints of the full training state: orbax arrays, a self-describing, checked layout.
 
 What is saved is the whole ``TrainState`` pytree: learner parameters, target critics,
 optimiser moments, temperature, observation normalisers, the replay ring and its counters, the
-env states, exploration state and PRNG key. Restoring therefore resumes training exactly
-where it stopped (peers save weights only, or weights plus optimisers; see ``spec/peers.md``).
+env states, exploration state and PRNG key. Restoring therefore resumes training exactly where
+it stopped. One checkpoint is a folder ``<directory>/<iteration>/``:
+
+- ``agent/``, ``replay/``, ``env/``, ``run/``: one orbax item each (``run`` holds exploration
+  state, episode statistics, PRNG key and iteration), every array named by its path in the
+  state (``actor_params.params.Dense_0.kernel``), so an item can be read alone (a policy needs
+  only ``agent``);
+- ``meta.json``: the format, the iteration, library versions, the run's configuration (when the
+  writer was given one) and, for every array, its shape, dtype and CRC-32.
+
+Guarantees:
+
+- **Atomic saves.** A checkpoint is written into ``.tmp-<iteration>/`` and renamed into place
+  once complete, so a crash, a signal or a full disk never leaves a half-written checkpoint that
+  looks like one; a failed save raises ``CheckpointSaveError`` and leaves the earlier
+  checkpoints as they were.
+- **Atomic deletion.** An old checkpoint is first renamed to ``.deleting-<iteration>/`` and only
+  then removed, so an interrupted deletion never leaves a half-deleted checkpoint behind;
+  leftovers of either kind are swept when the next writer opens the directory.
+- **Checked restores.** Every restored array is checked against its recorded CRC-32: a flipped
+  or truncated file raises ``CheckpointDamagedError`` ("checkpoint N is damaged"), distinct
+  from ``CheckpointMismatchError`` (a checkpoint written for other shapes, i.e. other settings).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shutil
+import time
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
-__all__ = ["CheckpointWriter", "restore_checkpoint", "latest_step"]
+__all__ = [
+    "CheckpointDamagedError",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "CheckpointSaveError",
+    "CheckpointWriter",
+    "latest_step",
+    "list_steps",
+    "read_meta",
+    "restore_checkpoint",
+]
+
+FORMAT = "unilab_jax checkpoint 1"
+META_FILE = "meta.json"
+_TMP_PREFIX = ".tmp-"
+_DELETING_PREFIX = ".deleting-"
+# TrainState fields stored as their own item; the rest go into "run".
+_OWN_ITEMS = ("agent", "replay", "env")
 
 
-def _flat(state: Any) -> dict[str, Any]:
-    """The state's non-empty leaves by flat index. Orbax refuses zero-size arrays, and MJX
-    data has some (e.g. ``act`` of a model without activations); those are rebuilt from the
-    restore template instead."""
-    leaves = jax.tree.leaves(state)
-    return {f"leaf_{i:05d}": x for i, x in enumerate(leaves) if x.size}
+class CheckpointError(Exception):
+    """A checkpoint that cannot be written or restored; the message says which and why."""
 
 
-def _unflat(flat: dict[str, Any], like: Any) -> Any:
-    leaves, treedef = jax.tree.flatten(like)
-    restored = [flat.get(f"leaf_{i:05d}", x) for i, x in enumerate(leaves)]
-    return jax.tree.unflatten(treedef, restored)
+class CheckpointSaveError(CheckpointError):
+    """Writing a checkpoint failed (disk full, read-only file system, ...)."""
+
+
+class CheckpointDamagedError(CheckpointError):
+    """A checkpoint whose files are corrupt, truncated or missing."""
+
+    def __init__(self, directory: Path, step: int, reason: str) -> None:
+        self.directory, self.step, self.reason = directory, step, reason
+        super().__init__(f"checkpoint {step} under {directory} is damaged: {reason}")
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint written for a state of other shapes (other settings)."""
+
+    def __init__(self, step: int, meta: dict, differences: list[str]) -> None:
+        self.step, self.meta, self.differences = step, meta, differences
+        shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "")
+        super().__init__(
+            f"checkpoint {step} holds a state of other shapes ({len(differences)} "
+            f"array(s) differ: {shown})"
+        )
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    item: str
+    name: str  # path inside the item, dot-separated
+    index: int  # position in the flattened state
+
+
+def _path_name(path) -> str:
+    parts = []
+    for entry in path:
+        for attr in ("name", "key", "idx"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    return ".".join(parts)
+
+
+def _layout(state: Any) -> list[_Leaf]:
+    """Item and name of every leaf, in flattening order."""
+    leaves = []
+    for index, (path, _) in enumerate(jax.tree_util.tree_flatten_with_path(state)[0]):
+        name = _path_name(path)
+        head, _, rest = name.partition(".")
+        if head in _OWN_ITEMS:
+            leaves.append(_Leaf(head, rest or head, index))
+        else:
+            leaves.append(_Leaf("run", name, index))
+    return leaves
+
+
+def _split(state: Any) -> dict[str, dict[str, Any]]:
+    """The state's non-empty leaves grouped into items. Orbax refuses zero-size arrays, and
+    MJX data has some (e.g. ``act`` of a model without activations); those are rebuilt from
+    the restore template instead."""
+    values = jax.tree.leaves(state)
+    items: dict[str, dict[str, Any]] = {}
+    for leaf in _layout(state):
+        if values[leaf.index].size:
+            items.setdefault(leaf.item, {})[leaf.name] = values[leaf.index]
+    return items
+
+
+def _crc32(array: Any) -> int:
+    return zlib.crc32(np.ascontiguousarray(np.asarray(jax.device_get(array))).tobytes())
+
+
+def _describe(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict]]:
+    return {
+        item: {
+            name: {"shape": list(x.shape), "dtype": str(x.dtype), "crc32": _crc32(x)}
+            for name, x in arrays.items()
+        }
+        for item, arrays in items.items()
+    }
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for package in ("unilab-jax", "jax", "jaxlib", "flax", "orbax-checkpoint", "mujoco"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[package] = version(package)
+    return out
 
 
 class CheckpointWriter:
-    """Periodic checkpoints under ``directory/<iteration>/``; keeps the newest ``max_to_keep``."""
+    """Checkpoints under ``directory/<iteration>/``; keeps the newest ``max_to_keep``.
 
-    def __init__(self, directory: str | Path, max_to_keep: int = 3):
+    ``metadata`` (JSON-serialisable, e.g. the run's configuration) is stored in every
+    checkpoint's ``meta.json`` under ``"config"``.
+    """
+
+    def __init__(self, directory: str | Path, max_to_keep: int = 3, metadata: Any = None):
         self.directory = Path(directory).absolute()
-        options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self.max_to_keep = max_to_keep
+        self.metadata = metadata
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise CheckpointSaveError(
+                f"cannot create the checkpoint folder {self.directory}: {err.strerror or err}"
+            ) from None
+        _sweep_leftovers(self.directory)
 
     def save(self, iteration: int, state: Any) -> Path:
-        self._manager.save(iteration, args=ocp.args.StandardSave(_flat(state)), force=True)
-        self._manager.wait_until_finished()
-        return self.directory / str(iteration)
+        """Write ``state`` as checkpoint ``iteration`` (atomically) and drop the oldest beyond
+        ``max_to_keep``; returns the checkpoint's folder."""
+        final = self.directory / str(iteration)
+        tmp = self.directory / f"{_TMP_PREFIX}{iteration}"
+        items = _split(state)
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            with ocp.StandardCheckpointer() as checkpointer:
+                for item, arrays in items.items():
+                    checkpointer.save(tmp / item, arrays)
+                checkpointer.wait_until_finished()
+            meta = {
+                "format": FORMAT,
+                "iteration": int(iteration),
+                "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "versions": _versions(),
+                "config": self.metadata,
+                "items": _describe(items),
+            }
+            _write_json(tmp / META_FILE, meta)
+            if final.exists():  # a rewrite of the same iteration (e.g. a resumed run's end)
+                _delete(final)
+            os.replace(tmp, final)
+        except Exception as err:  # OSError, or tensorstore's own errors for a full disk
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise CheckpointSaveError(_save_failure(iteration, self.directory, err)) from None
+        self._drop_old()
+        return final
+
+    def _drop_old(self) -> None:
+        steps = list_steps(self.directory)
+        for step in steps[: max(0, len(steps) - self.max_to_keep)]:
+            _delete(self.directory / str(step))
 
     def close(self) -> None:
-        self._manager.wait_until_finished()
-        self._manager.close()
+        pass  # saves are synchronous; nothing is pending
+
+
+def _save_failure(iteration: int, directory: Path, err: Exception) -> str:
+    earlier = list_steps(directory)
+    kept = f"checkpoint {earlier[-1]} is intact" if earlier else "no earlier checkpoint exists"
+    reason = getattr(err, "strerror", None) or str(err).split("\n")[0]
+    return f"could not write checkpoint {iteration} under {directory}: {reason}; {kept}"
+
+
+def _write_json(path: Path, value: Any) -> None:
+    with open(path, "w") as f:
+        json.dump(value, f, indent=1, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _delete(path: Path) -> None:
+    """Rename out of the checkpoint namespace first, then remove: never half-deleted."""
+    doomed = path.with_name(f"{_DELETING_PREFIX}{path.name}")
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _sweep_leftovers(directory: Path) -> None:
+    for path in directory.iterdir():
+        if path.name.startswith((_TMP_PREFIX, _DELETING_PREFIX)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def list_steps(directory: str | Path) -> list[int]:
+    """The iterations saved under ``directory`` (folders named by an integer), ascending."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit() and p.is_dir())
 
 
 def latest_step(directory: str | Path) -> int | None:
     """The newest saved iteration under ``directory``, or None."""
-    with ocp.CheckpointManager(Path(directory).absolute()) as manager:
-        return manager.latest_step()
+    steps = list_steps(directory)
+    return steps[-1] if steps else None
+
+
+def read_meta(directory: str | Path, step: int) -> dict:
+    """The ``meta.json`` of checkpoint ``step``; ``CheckpointDamagedError`` when unreadable."""
+    directory = Path(directory).absolute()
+    folder = directory / str(step)
+    if not (folder / META_FILE).exists() and (folder / "_CHECKPOINT_METADATA").exists():
+        raise CheckpointError(
+            f"checkpoint {step} under {directory} was written by an older unilab-jax (before "
+            f"{FORMAT!r}) and cannot be restored by this version"
+        )
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+    except (OSError, ValueError) as err:
+        raise CheckpointDamagedError(directory, step, f"{META_FILE} unreadable ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointDamagedError(directory, step, f"{META_FILE} is not a {FORMAT!r} record")
+    return meta
 
 
 def restore_checkpoint(directory: str | Path, like: Any, step: int | None = None) -> Any:
     """Restore the state saved at ``step`` (default: newest) with the shapes, dtypes and
-    shardings of ``like`` (a state built the same way, e.g. a fresh ``init``)."""
+    shardings of ``like`` (a state built the same way, e.g. a fresh ``init``).
+
+    Raises ``FileNotFoundError`` when there is no checkpoint, ``CheckpointMismatchError`` when
+    the saved arrays do not fit ``like``, ``CheckpointDamagedError`` when a file is corrupt.
+    """
     directory = Path(directory).absolute()
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _flat(like))
-    with ocp.CheckpointManager(directory) as manager:
-        step = manager.latest_step() if step is None else step
-        if step is None:
-            raise FileNotFoundError(f"no checkpoint found under {directory}")
-        flat = manager.restore(step, args=ocp.args.StandardRestore(abstract))
-    return _unflat(flat, like)
+    step = latest_step(directory) if step is None else step
+    if step is None or not (directory / str(step)).is_dir():
+        raise FileNotFoundError(f"no checkpoint {'' if step is None else step} under {directory}")
+    meta = read_meta(directory, step)
+    wanted = _split(like)
+    _check_layout(step, meta, wanted)
+    restored: dict[str, dict[str, Any]] = {}
+    with ocp.StandardCheckpointer() as checkpointer:
+        for item, arrays in wanted.items():
+            abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, arrays)
+            try:
+                restored[item] = checkpointer.restore(directory / str(step) / item, abstract)
+            except Exception as err:  # orbax/tensorstore raise many types for a bad file
+                reason = f"{item}/ could not be read ({type(err).__name__}: {err})"
+                raise CheckpointDamagedError(directory, step, reason.split("\n")[0]) from None
+    for item, arrays in restored.items():
+        for name, value in arrays.items():
+            if _crc32(value) != meta["items"][item][name]["crc32"]:
+                raise CheckpointDamagedError(
+                    directory, step, f"{item}/{name} does not match its recorded checksum"
+                )
+    leaves, treedef = jax.tree.flatten(like)
+    for leaf in _layout(like):
+        if leaf.name in restored.get(leaf.item, {}):
+            leaves[leaf.index] = restored[leaf.item][leaf.name]
+    return jax.tree.unflatten(treedef, leaves)
+
+
+def _check_layout(step: int, meta: dict, wanted: dict[str, dict[str, Any]]) -> None:
+    saved = meta.get("items", {})
+    differences = []
+    for item in sorted(set(saved) | set(wanted)):
+        have, want = saved.get(item, {}), wanted.get(item, {})
+        for name in sorted(set(have) | set(want)):
+            if name not in have:
+                differences.append(f"{item}/{name} not in the checkpoint")
+            elif name not in want:
+                differences.append(f"{item}/{name} not in this run's state")
+            else:
+                shape, dtype = tuple(have[name]["shape"]), have[name]["dtype"]
+                if shape != tuple(want[name].shape) or dtype != str(want[name].dtype):
+                    differences.append(
+                        f"{item}/{name} saved {dtype}{list(shape)}, "
+                        f"this run {want[name].dtype}{list(want[name].shape)}"
+                    )
+    if differences:
+        raise CheckpointMismatchError(step, meta, differences)

@@ -90,14 +90,13 @@ class TrainConfig:
             "log_interval",
             "num_devices",
         )
+        if self.policy_frequency is not None:
+            positive += ("policy_frequency",)
         for name in positive:
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            # bool is an int in Python; True is not a size.
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.resolved_policy_frequency <= 0:
-            raise ConfigError(
-                f"policy_frequency must be positive, got {self.resolved_policy_frequency}"
-            )
         for name in ("max_iterations", "learning_starts", "save_interval", "eval_envs"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -111,7 +110,7 @@ class TrainConfig:
             raise ConfigError(
                 f"learning_starts {self.learning_starts} x num_envs {self.num_envs} rows can never "
                 f"be stored in a buffer of {self.capacity} rows; lower learning_starts to at most "
-                f"replay_buffer_n ({self.replay_buffer_n})"
+                f"replay_buffer_n ({self.replay_buffer_n}), or raise replay_buffer_n"
             )
         if self.num_envs % self.num_devices:
             raise ConfigError(

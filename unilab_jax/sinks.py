@@ -134,6 +134,8 @@ class CheckpointSink(_NoOpSink):
         self.save_interval = save_interval
         self.max_iterations = max_iterations
         self._next_save = math.inf
+        self._last_saved: int | None = None
+        self._last_path: str | None = None
 
     def start(self, run: RunInfo) -> None:
         self._next_save = _next_multiple(run.start_iteration, self.save_interval)
@@ -143,7 +145,15 @@ class CheckpointSink(_NoOpSink):
         if done < self._next_save and done != self.max_iterations:
             return None
         self._next_save = _next_multiple(done, self.save_interval)
-        return {"checkpoint": str(self.checkpointer.save(done, state))}
+        return {"checkpoint": self.save_final(done, state)}
+
+    def save_final(self, iteration: int, state: Any) -> str:
+        """Save ``state`` as ``iteration`` unless that checkpoint is already written (a run
+        stopped early saves what it has); returns the path."""
+        if self._last_saved != iteration:
+            self._last_path = str(self.checkpointer.save(iteration, state))
+            self._last_saved = iteration
+        return self._last_path
 
     def close(self) -> None:
         self.checkpointer.close()

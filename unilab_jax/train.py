@@ -14,10 +14,13 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
 import os
+import shlex
+import signal
 import sys
 import types
 import typing
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from unilab_jax.algos.registry import ALGOS, get_algo
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, field_docs, with_host_devices
+from unilab_jax.rundir import claim_log_dir, probe_log_dir
 
 __all__ = ["main", "build_parser"]
 
@@ -118,8 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         default=None,
         metavar="DIR",
-        help="continue from the newest orbax checkpoint in DIR (a run's log dir or its "
-        "checkpoints/ folder); the loop options must match that run's",
+        help="continue from the newest checkpoint in DIR (a run's log dir or its "
+        "checkpoints/ folder); the settings that shape the state must match that run's. "
+        "To continue the same run, also pass --log-dir DIR",
+    )
+    run.add_argument(
+        "--resume-step",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --resume: the checkpoint of iteration N instead of the newest (e.g. when "
+        "the newest is damaged)",
     )
     run.add_argument("--quiet", action="store_true", help="no console output (summary JSON only)")
     run.add_argument("--list-envs", action="store_true", help="print the registered tasks and exit")
@@ -153,7 +166,7 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
     config = TrainConfig(**train_kwargs)
     algo_fields = _fields(get_algo(config.algo).config_cls)
     given = {k for k in values if not k.startswith("_") and k not in train_kwargs}
-    given -= {"logger", "log_dir", "quiet", "list_envs", "resume"}
+    given -= {"logger", "log_dir", "quiet", "list_envs", "resume", "resume_step"}
     wrong = sorted(given - algo_fields)
     if wrong:
         raise ConfigError(
@@ -169,28 +182,106 @@ def _force_host_devices(n: int) -> None:
         os.environ["XLA_FLAGS"] = flags
 
 
-def _resume_state(trainer, resume: str):
-    """The newest checkpoint under ``resume``, restored into this trainer's state layout."""
-    from unilab_jax.checkpoint import restore_checkpoint
-
+def _checkpoint_dir(resume: str) -> Path:
+    """The checkpoint folder of ``--resume DIR`` (a run's log dir or its ``checkpoints/``);
+    fails at once, creating nothing, when there is none."""
     directory = Path(resume)
     if (directory / "checkpoints").is_dir():
         directory = directory / "checkpoints"
-    try:
-        return restore_checkpoint(directory, trainer.init_state())
-    except FileNotFoundError as err:
-        raise SystemExit(f"error: --resume {resume}: {err}") from None
-    except ValueError as err:
+    if not directory.is_dir():
+        raise ConfigError(f"--resume {resume}: no such directory")
+    if not any(p.name.isdigit() for p in directory.iterdir()):
+        raise ConfigError(f"--resume {resume}: no checkpoint in {directory}")
+    return directory
+
+
+def _resume_state(trainer, resume: str, step: int | None, current: dict):
+    """The checkpoint ``step`` (default: newest) under ``resume``, restored into this
+    trainer's state layout; every failure is one clear message (``SystemExit``)."""
+    from unilab_jax.checkpoint import (
+        CheckpointDamagedError,
+        CheckpointError,
+        CheckpointMismatchError,
+        list_steps,
+        read_meta,
+        restore_checkpoint,
+    )
+
+    directory = _checkpoint_dir(resume)
+    steps = list_steps(directory)
+    if step is not None and step not in steps:
         raise SystemExit(
-            f"error: --resume {resume}: the checkpoint does not fit this configuration ({err}); "
-            "use the same --env, --algo, --num-envs, --replay-buffer-n, --num-devices and "
-            "network settings as the run that wrote it (see its run_config.json)"
+            f"error: --resume-step {step}: no such checkpoint in {directory} "
+            f"(saved: {', '.join(map(str, steps))})"
+        )
+    step = steps[-1] if step is None else step
+    try:
+        saved = read_meta(directory, step).get("config") or {}
+        return restore_checkpoint(directory, trainer.init_state(), step=step)
+    except CheckpointDamagedError as err:
+        older = [s for s in steps if s < step]
+        offer = (
+            f"; resume from the previous one with --resume {resume} --resume-step {older[-1]}"
+            if older
+            else "; no earlier checkpoint is left"
+        )
+        raise SystemExit(f"error: --resume: {err}{offer}") from None
+    except CheckpointMismatchError as err:
+        changed = _setting_differences(saved, current)
+        detail = "; ".join(changed) if changed else "; ".join(err.differences[:3]) + " (no config)"
+        raise SystemExit(
+            f"error: --resume {resume}: checkpoint {step} was written with other settings: "
+            f"{detail}; pass the checkpoint's values to resume it"
         ) from None
+    except CheckpointError as err:
+        raise SystemExit(f"error: --resume {resume}: {err}") from None
+
+
+# Settings that only steer the host loop: a resumed run may change them freely.
+_FREE_ON_RESUME = {"max_iterations", "log_interval", "save_interval", "eval_envs", "seed"}
+
+
+def _setting_differences(saved: dict, current: dict) -> list[str]:
+    """``"name: checkpoint X, now Y"`` for every setting that differs (host-only ones aside)."""
+    out = []
+    for section in ("train", "algo"):
+        old, new = saved.get(section, {}), current.get(section, {})
+        for name in sorted(set(old) | set(new)):
+            if name in _FREE_ON_RESUME or old.get(name) == new.get(name):
+                continue
+            out.append(f"{name}: checkpoint {old.get(name)!r}, now {new.get(name)!r}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The CLI: exit code 0 when done, 2 for bad input, 1 for a failed save, 130/143 when
+    stopped by SIGINT/SIGTERM."""
+    from unilab_jax.interrupts import ImmediateStop, signal_name
+
+    def terminate(signum, frame):  # until train() installs its own, graceful handler
+        raise ImmediateStop(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as stop:  # before training began: nothing to save
+        signum = getattr(stop, "signum", signal.SIGINT)
+        print(f"\n{signal_name(signum)} before training began; nothing to save", file=sys.stderr)
+        return 128 + signum
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:  # before any heavy import: these fail in a fraction of a second, creating nothing
+        if args.resume:
+            _checkpoint_dir(args.resume)
+        if args.log_dir:
+            probe_log_dir(args.log_dir)
+    except ConfigError as err:
+        parser.exit(2, f"error: {err}\n")
     from unilab_jax.envs import UnknownEnvError, available_names, registered_names
     from unilab_jax.envs.adapters import ADAPTER_PREFIXES
 
@@ -206,14 +297,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         _force_host_devices(config.num_devices)  # before JAX creates its CPU client
 
-        from unilab_jax.trainer import Trainer, train
+        from unilab_jax.trainer import Trainer
 
         # Validates the configuration (once), loads the env and builds the agent; nothing
         # is compiled yet.
         trainer = Trainer(config, algo_overrides)
     except (ConfigError, UnknownEnvError) as err:
         parser.exit(2, f"error: {err}\n")
-    algo_config = trainer.algo_config
     log_dir = Path(
         args.log_dir
         or Path("logs")
@@ -221,7 +311,27 @@ def main(argv: list[str] | None = None) -> int:
         / config.env
         / f"{_dt.datetime.now():%Y-%m-%d_%H-%M-%S}_mjx"
     )
-    initial_state = _resume_state(trainer, args.resume) if args.resume else None
+    current = {
+        "train": json.loads(json.dumps(dataclasses.asdict(config), default=str)),
+        "algo": json.loads(json.dumps(dataclasses.asdict(trainer.algo_config), default=str)),
+    }
+    initial_state = (
+        _resume_state(trainer, args.resume, args.resume_step, current) if args.resume else None
+    )
+    try:
+        lock = claim_log_dir(log_dir)  # held until the summary is written
+    except ConfigError as err:
+        parser.exit(2, f"error: {err}\n")
+    with lock:
+        return _run(parser, args, config, trainer, log_dir, initial_state, argv)
+
+
+def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> int:
+    """Train and report; a signal, a full disk or a busy log dir end in one clear line."""
+    from unilab_jax.checkpoint import CheckpointSaveError
+    from unilab_jax.interrupts import ImmediateStop, TrainingInterrupted, signal_name
+    from unilab_jax.trainer import train
+
     try:
         result = train(
             config,
@@ -231,24 +341,58 @@ def main(argv: list[str] | None = None) -> int:
             quiet=args.quiet,
             initial_state=initial_state,
         )
-    except KeyboardInterrupt:
-        # train() has already closed the live display (cursor restored); no traceback.
+    except TrainingInterrupted as stop:
+        # train() saved the block just finished and restored the terminal.
+        _write_summary(log_dir, stop.summary)
         print(
-            f"\nInterrupted; checkpoints so far are in {log_dir / 'checkpoints'}", file=sys.stderr
+            f"\n{stop}. Resume with: {_resume_command(argv, log_dir)}",
+            file=sys.stderr,
         )
-        return 130
-    summary = dict(result.summary, log_dir=str(log_dir))
-    (log_dir / "run_summary.json").write_text(json.dumps(summary, indent=2))
-    (log_dir / "run_config.json").write_text(
-        json.dumps(
-            {"train": dataclasses.asdict(config), "algo": dataclasses.asdict(algo_config)},
-            indent=2,
-            default=str,
+        return stop.exit_code
+    except ImmediateStop as stop:
+        print(
+            f"\nsecond {signal_name(stop.signum)}: stopped at once; the checkpoints so far are "
+            f"in {log_dir / 'checkpoints'}",
+            file=sys.stderr,
         )
-    )
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(stop.exit_code)  # do not wait for the device call still running
+    except CheckpointSaveError as err:
+        print(
+            f"\nerror: {err}. Training stopped (continuing would run unprotected); free space "
+            f"or fix the file system, then resume with: {_resume_command(argv, log_dir)}",
+            file=sys.stderr,
+        )
+        return 1
+    summary = _write_summary(log_dir, result.summary)
     if args.quiet:
         print(json.dumps(summary))
     return 0
+
+
+def _write_summary(log_dir: Path, summary: dict) -> dict:
+    summary = dict(summary, log_dir=str(log_dir))
+    with contextlib.suppress(OSError):  # a full disk already said so
+        (log_dir / "run_summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _resume_command(argv: list[str] | None, log_dir: Path) -> str:
+    """This run's command line, continuing from ``log_dir`` into ``log_dir``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--resume", "--log-dir", "--resume-step"):
+            skip = "=" not in arg
+            continue
+        kept.append(arg)
+    tail = ["--resume", str(log_dir), "--log-dir", str(log_dir)]
+    return shlex.join(["python", "-m", "unilab_jax.train", *kept, *tail])
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ TensorBoard/wandb, a user callback). The host loop itself prints and writes noth
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ from unilab_jax.algos.registry import get_algo
 from unilab_jax.checkpoint import CheckpointWriter
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.envs import Env, load
+from unilab_jax.interrupts import StopSignals, TrainingInterrupted, signal_name
 from unilab_jax.loop import TrainState, make_evaluate, make_init_fn, make_mesh, make_train_step
+from unilab_jax.rundir import claim_log_dir
 from unilab_jax.sinks import (
     CallbackSink,
     Checkpointer,
@@ -36,6 +39,7 @@ from unilab_jax.sinks import (
 )
 
 __all__ = [
+    "RUN_CONFIG_FILE",
     "Checkpointer",
     "EnvNaNError",
     "Trainer",
@@ -49,9 +53,12 @@ class EnvNaNError(FloatingPointError):
     """An environment produced a non-finite observation or reward."""
 
 
+RUN_CONFIG_FILE = "run_config.json"
+
+
 def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
     """The algorithm's config: its defaults, then the task's C51 value bounds (when the task
-    suggests some), then the caller's ``overrides`` (which win)."""
+    suggests some), then the caller's ``overrides`` (which win). Validated by ``Trainer``."""
     cls = get_algo(algo).config_cls
     cfg = cls()
     if env.value_bounds is not None:
@@ -92,6 +99,7 @@ class Trainer:
         self.env = load(config.env, config_override=config.env_overrides)
         if algo_config is None or isinstance(algo_config, dict):
             algo_config = resolve_algo_config(config.algo, self.env, algo_config)
+        algo_config.validate()
         self.algo_config = algo_config
         self.obs_dim = self.env.obs_size["obs"]
         self.critic_dim = self.env.obs_size["critic"]
@@ -153,9 +161,13 @@ def train(
     TensorBoard/wandb, and ``on_block(record)`` when given. ``sinks`` replaces the panel and the
     callback with your own (the checkpoint sink is still added first when one applies).
 
-    ``log_dir`` receives TensorBoard/wandb files and orbax checkpoints (``checkpoints/``);
-    without one, nothing is written. ``quiet`` silences the console (tests). ``trainer``
-    reuses already compiled functions; ``initial_state`` continues from a given state.
+    ``log_dir`` receives ``run_config.json`` (at the start), TensorBoard/wandb files and
+    orbax checkpoints (``checkpoints/``); without one, nothing is written. One run at a time
+    owns a log dir (``unilab_jax.rundir``): a second one fails at once with ``LogDirError``.
+    SIGINT/SIGTERM stop the run after its current block with a final checkpoint and
+    ``TrainingInterrupted`` (``unilab_jax.interrupts``). ``quiet`` silences the console
+    (tests). ``trainer`` reuses already compiled functions; ``initial_state`` continues from a
+    given state.
 
     ``checkpointer`` replaces the orbax writer (with or without ``log_dir``): its
     ``save(iteration, state)`` is called when ``iteration`` reaches a multiple of
@@ -169,30 +181,48 @@ def train(
         trainer = Trainer(config, algo_config)
     else:
         _check_same_build(config, trainer.config)
+    lock = claim_log_dir(log_dir) if log_dir is not None else None  # one run per log dir
+    try:
+        return _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
+                      on_block, sinks)  # fmt: skip
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer, on_block, sinks):
     log_dir = Path(log_dir) if log_dir is not None else None
-    if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
     if sinks is None:
         sinks = [LoggerSink(logger, quiet)]
         if on_block is not None:
             sinks.append(CallbackSink(on_block))
+    run_config = {"train": _jsonable(config), "algo": _jsonable(trainer.algo_config)}
+    if log_dir is not None:  # written first, so a run stopped early still has one
+        (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(run_config, indent=2))
     if checkpointer is None and log_dir is not None and config.save_interval > 0:
-        checkpointer = CheckpointWriter(log_dir / "checkpoints")
+        checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=run_config)
+    saver = None
     if checkpointer is not None:
-        sinks = [CheckpointSink(checkpointer, config.save_interval, config.max_iterations), *sinks]
+        saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
+        sinks = [saver, *sinks]
     state = initial_state if initial_state is not None else trainer.init_state()
     run = _run_info(trainer, config, log_dir, int(state.iteration))
     start = time.perf_counter()
     try:
-        for sink in sinks:
-            sink.start(run)
-        compile_time = _compile(trainer, config, state, sinks)
-        state, history = _run_blocks(trainer, config, state, sinks)
-        wall = time.perf_counter() - start
-        eval_return = None
-        if config.eval_envs > 0 and int(state.iteration) > 0:
-            _status(sinks, f"Evaluating the deterministic policy on {config.eval_envs} envs...")
-            eval_return = trainer.evaluate(state, config.eval_envs, seed=config.seed + 1)
+        with StopSignals() as stop:
+            for sink in sinks:
+                sink.start(run)
+            compile_time = _compile(trainer, config, state, sinks, stop)
+            state, history = _run_blocks(trainer, config, state, sinks, stop)
+            wall = time.perf_counter() - start
+            if stop.requested is not None:
+                _stop_on_signal(
+                    stop.requested, state, history, saver, sinks, config, wall, compile_time
+                )
+            eval_return = None
+            if config.eval_envs > 0 and int(state.iteration) > 0:
+                _status(sinks, f"Evaluating the deterministic policy on {config.eval_envs} envs...")
+                eval_return = stop.wait(trainer.evaluate, state, config.eval_envs, config.seed + 1)
         summary = _summary(config, state, history, compile_time, wall, eval_return)
         for sink in sinks:
             sink.finish(summary)
@@ -200,6 +230,28 @@ def train(
         for sink in sinks:
             sink.close()
     return TrainResult(state=state, summary=summary, history=history)
+
+
+def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_time) -> None:
+    """The end of a run stopped by SIGINT/SIGTERM: save the state of the block just finished
+    (unless its checkpoint is already written) and raise ``TrainingInterrupted``."""
+    done = int(state.iteration)
+    checkpoint = None
+    if not history:
+        saved = "nothing new to save (no block had finished)"
+    elif saver is None:
+        saved = "no checkpoint written (checkpoints are off: no log dir or save_interval 0)"
+    else:
+        _status(sinks, f"{signal_name(signum)}: saving a checkpoint at iteration {done}...")
+        checkpoint = saver.save_final(done, state)
+        saved = f"saved checkpoint {checkpoint}"
+    summary = _summary(config, state, history, compile_time, wall, None)
+    summary.update(status=f"interrupted ({signal_name(signum)})", last_checkpoint=checkpoint)
+    raise TrainingInterrupted(signum, done, checkpoint, summary, saved)
+
+
+def _jsonable(config: Any) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
 def _run_info(trainer: Trainer, config: TrainConfig, log_dir: Path | None, done: int) -> RunInfo:
@@ -218,13 +270,13 @@ def _run_info(trainer: Trainer, config: TrainConfig, log_dir: Path | None, done:
     )
 
 
-def _compile(trainer: Trainer, config: TrainConfig, state: TrainState, sinks) -> float:
+def _compile(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop) -> float:
     """Compile the first block's step (nothing for a run with nothing to do); seconds taken."""
     done = int(state.iteration)
     if done >= config.max_iterations:
         return 0.0
     start = time.perf_counter()
-    trainer.step_fn(state, min(config.log_interval, config.max_iterations - done))
+    stop.wait(trainer.step_fn, state, min(config.log_interval, config.max_iterations - done))
     compile_time = time.perf_counter() - start
     _status(sinks, f"Compiled in {compile_time:.1f}s")
     return compile_time
@@ -235,18 +287,21 @@ def _status(sinks, text: str) -> None:
         sink.status(text)
 
 
-def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks):
-    """Run ``log_interval``-iteration blocks up to ``max_iterations``, handing each block's
-    record to the sinks. Returns (state, history)."""
+def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop):
+    """Run ``log_interval``-iteration blocks up to ``max_iterations`` (or until a stop signal),
+    handing each block's record to the sinks. Returns (state, history)."""
     history: list[dict] = []
     rows_per_iter = config.num_envs * config.env_steps_per_sync
     done = int(state.iteration)
-    while done < config.max_iterations:
+    while done < config.max_iterations and stop.requested is None:
         n = min(config.log_interval, config.max_iterations - done)
-        step = trainer.step_fn(state, n)
+        step = stop.wait(trainer.step_fn, state, n)
         t0 = time.perf_counter()
         state, metrics = step(state)
-        metrics = jax.device_get(metrics)  # the one host sync per block
+        metrics = stop.wait(jax.device_get, metrics)  # the one host sync per block
+        if stop.requested is not None:
+            _status(sinks, f"{signal_name(stop.requested)} received: stopping after this block "
+                    "(send it again to stop at once)")  # fmt: skip
         elapsed = time.perf_counter() - t0
         _check_finite(metrics, done, config.num_envs)
         done += n

@@ -1,7 +1,9 @@
 """The algorithms' hyperparameters: frozen, documented dataclasses, free of flax and jax.
 
 Each field's docstring is its documentation everywhere (``--help`` reads it). The CLI, the
-Python API and the facade's torch learners all build these.
+Python API and the facade's torch learners all build these, and ``validate()`` checks every
+setting before anything is built or compiled: one line naming the setting, its value and the
+valid range.
 """
 
 from __future__ import annotations
@@ -9,7 +11,54 @@ from __future__ import annotations
 import dataclasses
 import math
 
-__all__ = ["SACConfig", "TD3Config"]
+from unilab_jax.errors import ConfigError
+
+__all__ = ["SACConfig", "TD3Config", "check_common_settings"]
+
+
+def _require(ok: bool, name: str, value, valid: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name} is {value!r}; it must be {valid}")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_common_settings(config) -> None:
+    """The checks every algorithm's config shares (discount, Polyak rate, learning rates,
+    optimiser, C51 support, widths); raises ``ConfigError``."""
+    for name, value in dataclasses.asdict(config).items():
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            _require(_is_number(value), name, value, "a finite number")
+    _require(0.0 < config.gamma <= 1.0, "gamma", config.gamma, "in (0, 1]")
+    _require(0.0 < config.tau <= 1.0, "tau", config.tau, "in (0, 1]")
+    for name in ("actor_lr", "critic_lr", "alpha_lr"):
+        if hasattr(config, name):
+            value = getattr(config, name)
+            _require(value > 0, name, value, "a positive learning rate")
+    _require(config.weight_decay >= 0, "weight_decay", config.weight_decay, ">= 0")
+    _require(config.max_grad_norm >= 0, "max_grad_norm", config.max_grad_norm, ">= 0 (0: off)")
+    _require(
+        isinstance(config.num_atoms, int) and config.num_atoms >= 2,
+        "num_atoms",
+        config.num_atoms,
+        "an integer >= 2 (the C51 support needs two ends)",
+    )
+    _require(
+        config.v_min < config.v_max,
+        "v_min",
+        config.v_min,
+        f"below v_max ({config.v_max}): the C51 support is [v_min, v_max]",
+    )
+    for name in ("actor_hidden_dim", "critic_hidden_dim"):
+        value = getattr(config, name)
+        _require(
+            isinstance(value, int) and value >= 4,
+            name,
+            value,
+            "an integer >= 4 (the layers are H, H/2, H/4 wide)",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +108,29 @@ class SACConfig:
     obs_normalization: bool = True
     """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
 
+    def validate(self) -> None:
+        """Raise ``ConfigError`` naming the first setting that cannot work."""
+        check_common_settings(self)
+        _require(self.alpha_init > 0, "alpha_init", self.alpha_init, "> 0 (log alpha)")
+        _require(
+            isinstance(self.num_q_networks, int) and self.num_q_networks >= 1,
+            "num_q_networks",
+            self.num_q_networks,
+            "an integer >= 1",
+        )
+        _require(
+            len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas),
+            "betas",
+            self.betas,
+            "two Adam decay rates in [0, 1)",
+        )
+        _require(
+            self.log_std_min < self.log_std_max,
+            "log_std_min",
+            self.log_std_min,
+            f"below log_std_max ({self.log_std_max})",
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class TD3Config:
@@ -100,3 +172,17 @@ class TD3Config:
     """Clipped double Q: per-row lower target distribution, and min(Q1, Q2) for the actor."""
     obs_normalization: bool = True
     """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` naming the first setting that cannot work."""
+        check_common_settings(self)
+        _require(self.policy_noise >= 0, "policy_noise", self.policy_noise, ">= 0")
+        _require(self.noise_clip >= 0, "noise_clip", self.noise_clip, ">= 0")
+        _require(self.std_min > 0, "std_min", self.std_min, "> 0")
+        _require(
+            self.std_min <= self.std_max,
+            "std_min",
+            self.std_min,
+            f"at most std_max ({self.std_max}): exploration stds are drawn from [std_min, std_max]",
+        )
+        _require(self.init_scale > 0, "init_scale", self.init_scale, "> 0")

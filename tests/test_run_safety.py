@@ -1,0 +1,189 @@
+"""What happens when a CLI run is preempted, doubled or pointed at a bad place: SIGTERM/SIGINT
+save the finished block and restore the cursor (in a real pty), a second signal stops at once,
+a second run on the same log dir fails at once, a stale lock is taken over, missing or
+unwritable paths fail in a fraction of a second and create nothing."""
+
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from unilab_jax.rundir import LOCK_FILE, LogDirError, claim_log_dir, probe_log_dir
+
+TINY = (
+    "--env", "PendulumSwingup", "--algo", "td3", "--num-envs", "8", "--replay-buffer-n", "16",
+    "--batch-size", "32", "--updates-per-step", "2", "--actor-hidden-dim", "16",
+    "--critic-hidden-dim", "32", "--num-atoms", "11", "--eval-envs", "0", "--logger", "none",
+    "--max-iterations", "10000000",
+)  # fmt: skip
+HIDE, SHOW = b"\x1b[?25l", b"\x1b[?25h"
+
+
+class PtyRun:
+    """``python -m unilab_jax.train ARGS`` on a pseudo-terminal, its output collected."""
+
+    def __init__(self, *args: str) -> None:
+        master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "unilab_jax.train", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            # Python's own SIGINT handling, whatever this test process inherited.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        os.close(slave)
+        self.master, self.output = master, b""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.output += chunk
+
+    def wait_for(self, condition, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()
+                pytest.fail(f"{what} never happened; output: {self.text[-2000:]}")
+            time.sleep(0.1)
+
+    def finish(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail(f"the run did not exit within {timeout}s; output: {self.text[-2000:]}")
+        finally:
+            self._reader.join(timeout=5)
+            os.close(self.master)
+
+    @property
+    def text(self) -> str:
+        return self.output.decode(errors="replace")
+
+
+def _checkpoints(log_dir: Path) -> list[int]:
+    folder = log_dir / "checkpoints"
+    return (
+        sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.exists() else []
+    )
+
+
+def test_sigterm_saves_the_finished_block_restores_the_cursor_and_exits_143(tmp_path):
+    log_dir = tmp_path / "run"
+    run = PtyRun(*TINY, "--log-interval", "10", "--save-interval", "100000", "--log-dir",
+                 str(log_dir))  # fmt: skip
+    run.wait_for(lambda: b"Compiled" in run.output, 180, "compilation")
+    # A second run on the same log dir is refused at once, naming the owner.
+    second = subprocess.run(
+        [sys.executable, "-m", "unilab_jax.train", *TINY, "--log-dir", str(log_dir)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode == 2
+    assert f"is in use by another run (pid {run.proc.pid}" in second.stderr
+    assert "Traceback" not in second.stderr
+    time.sleep(1.0)  # some blocks done, no checkpoint yet (save interval 100000)
+    assert _checkpoints(log_dir) == []
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish(timeout=60) == 143
+    text = run.text
+    assert "SIGTERM: stopped after iteration" in text and "Traceback" not in text
+    iteration = int(text.split("SIGTERM: stopped after iteration ")[1].split(";")[0])
+    assert iteration > 0 and iteration % 10 == 0  # a whole block, never a partial one
+    assert _checkpoints(log_dir) == [iteration]
+    assert f"--resume {log_dir} --log-dir {log_dir}" in text
+    assert run.output.rfind(SHOW) > run.output.rfind(HIDE) >= 0  # the cursor is back
+    summary = json.loads((log_dir / "run_summary.json").read_text())
+    assert summary["status"] == "interrupted (SIGTERM)"
+    assert summary["completed_iterations"] == iteration
+    assert (log_dir / LOCK_FILE).read_text() == ""  # released
+
+
+def test_a_second_sigint_stops_at_once_without_waiting_for_the_block(tmp_path):
+    log_dir = tmp_path / "run"
+    # One block is tens of thousands of iterations: many seconds on any CPU.
+    run = PtyRun(*TINY, "--log-interval", "40000", "--save-interval", "0", "--log-dir",
+                 str(log_dir))  # fmt: skip
+    run.wait_for(lambda: b"Compiled" in run.output, 180, "compilation")
+    run.proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    run.proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    assert run.finish(timeout=60) == 130
+    assert time.monotonic() - sent < 5.0, "the second SIGINT waited for the block"
+    assert "second SIGINT: stopped at once" in run.text
+    assert run.output.rfind(SHOW) > run.output.rfind(HIDE) >= 0
+
+
+def test_missing_resume_path_and_file_log_dir_fail_at_once_creating_nothing(tmp_path):
+    start = time.perf_counter()
+    missing = tmp_path / "nowhere"
+    proc = subprocess.run(
+        [sys.executable, "-m", "unilab_jax.train", "--resume", str(missing)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and f"--resume {missing}: no such directory" in proc.stderr
+    assert not missing.exists()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "unilab_jax.train", "--log-dir", str(a_file)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "is a file, not a directory" in proc.stderr
+    assert time.perf_counter() - start < 10  # no JAX import, no build
+
+
+def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from unilab_jax.rundir import claim_log_dir; "
+         f"claim_log_dir({str(tmp_path)!r}); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(LogDirError, match=f"in use by another run \\(pid {holder.pid} "):
+        claim_log_dir(tmp_path)
+    with pytest.raises(LogDirError, match="in use"):
+        probe_log_dir(tmp_path)
+    holder.kill()  # dies holding the lock: the kernel drops it, the file stays
+    holder.wait()
+    assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == holder.pid
+    probe_log_dir(tmp_path)
+    with claim_log_dir(tmp_path) as lock:
+        assert lock.took_over["pid"] == holder.pid
+        with claim_log_dir(tmp_path):  # nested claims in one process share the lock
+            pass
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] == os.getpid()
+    assert (tmp_path / LOCK_FILE).read_text() == ""
+
+
+def test_a_read_only_log_dir_is_refused_before_anything_is_built(tmp_path):
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(mount)], capture_output=True
+    )
+    if proc.returncode:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {proc.stderr.decode().strip()}")
+    try:
+        with pytest.raises(LogDirError, match="cannot be written"):
+            probe_log_dir(mount / "run")
+        with pytest.raises(LogDirError, match="cannot be written"):
+            claim_log_dir(mount / "run")
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
