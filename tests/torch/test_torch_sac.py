@@ -275,3 +275,20 @@ def test_save_and_load_give_the_same_actions_and_the_same_next_update(tmp_path):
     noise = normal(3, (16, ACT))
     assert learner.update_critic(batch, noise) == restored.update_critic(batch, noise)
     assert learner.update_actor(batch, noise) == restored.update_actor(batch, noise)
+
+
+@pytest.mark.parametrize(
+    "learner, kwargs, message",
+    [
+        ("sac", {"v_min": 10.0, "v_max": 10.0}, "v_min is 10.0; it must be below v_max"),
+        ("sac", {"gamma": 1.5}, r"gamma is 1.5; it must be in \(0, 1\]"),
+        ("td3", {"num_atoms": 1}, "num_atoms is 1; it must be an integer >= 2"),
+        ("td3", {"tau": 0.0}, r"tau is 0.0; it must be in \(0, 1\]"),
+    ],
+)
+def test_learner_constructors_reject_settings_that_cannot_work(learner, kwargs, message):
+    from unilab.algos.torch.fast_td3.learner import FastTD3Learner
+
+    cls = {"sac": FastSACLearner, "td3": FastTD3Learner}[learner]
+    with pytest.raises(ValueError, match=message):
+        cls(3, 1, 3, **kwargs)

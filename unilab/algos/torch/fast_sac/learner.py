@@ -288,6 +288,7 @@ class FastSACLearner(ObsNormalizingLearner):
             log_std_max=log_std_max,
             obs_normalization=obs_normalization,
         )
+        self.config.validate()  # one line naming a setting that cannot work, before any net
         self.target_entropy = -action_dim * target_entropy_ratio
         self.world_size = world_size
         self.use_symmetry = False

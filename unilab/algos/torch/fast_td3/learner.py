@@ -206,6 +206,7 @@ class FastTD3Learner(ObsNormalizingLearner):
             use_cdq=use_cdq,
             obs_normalization=obs_normalization,
         )
+        self.config.validate()  # one line naming a setting that cannot work, before any net
         self.update_count = 0
 
         self.actor = TD3Actor(
