@@ -3,12 +3,15 @@
 Clusters preempt jobs with SIGTERM (then SIGKILL after a grace period); people press Ctrl+C.
 While ``train`` runs (in the main thread), ``StopSignals`` turns the first of either signal
 into a request that the host loop honours at the end of the running block: it writes a final
-checkpoint, restores the terminal and raises ``TrainingInterrupted`` (a ``KeyboardInterrupt``)
-carrying the signal, the iteration and the checkpoint path; ``python -m unilab_jax.train``
-turns that into one line and the conventional exit code, 130 (SIGINT) or 143 (SIGTERM).
+checkpoint, restores the terminal and raises ``TrainingInterrupted`` (SIGINT; a
+``KeyboardInterrupt``) or ``TrainingTerminated`` (SIGTERM; a ``SystemExit`` with code 143),
+both ``RunStopped``, carrying the signal, the iteration and the checkpoint path. Uncaught in a
+script they end it with the conventional status, 130 or 143; ``python -m unilab_jax.train``
+prints one line with the resume command.
 
-A second signal means "now": it raises ``ImmediateStop`` (also a ``KeyboardInterrupt``) at
-once, wherever the host is, and the CLI exits without waiting for the device. A running block
+A second signal means "now": it raises an ``ImmediateStop`` (``ImmediateInterrupt`` or
+``ImmediateTermination``, again a ``KeyboardInterrupt`` / ``SystemExit``) at once, wherever
+the host is, and the CLI exits without waiting for the device. A running block
 is never abandoned on the first signal: its buffers are donated, so the state exists only once
 the block is done (one block is ``log_interval`` iterations, seconds on most set-ups).
 
@@ -24,7 +27,18 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["ImmediateStop", "StopSignals", "TrainingInterrupted", "signal_name"]
+__all__ = [
+    "ImmediateInterrupt",
+    "ImmediateStop",
+    "ImmediateTermination",
+    "RunStopped",
+    "StopSignals",
+    "TrainingInterrupted",
+    "TrainingTerminated",
+    "run_stopped",
+    "signal_name",
+    "stop_now",
+]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -33,35 +47,73 @@ def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
-class TrainingInterrupted(KeyboardInterrupt):
-    """Training stopped on a signal after finishing its block and saving a checkpoint."""
+class RunStopped(BaseException):
+    """Mixin of the two ways a run ends on its first signal, after finishing its block (or
+    iteration) and saving: ``TrainingInterrupted`` (SIGINT, a ``KeyboardInterrupt``) and
+    ``TrainingTerminated`` (SIGTERM, a ``SystemExit`` with code 143, so an uncaught one ends
+    a script with the conventional status and no traceback)."""
 
-    def __init__(
-        self, signum: int, iteration: int, checkpoint: str | None, summary: dict, saved: str
-    ) -> None:
-        self.signum, self.iteration, self.checkpoint, self.summary = (
-            signum,
-            iteration,
-            checkpoint,
-            summary,
-        )
-        super().__init__(f"{signal_name(signum)}: stopped after iteration {iteration}; {saved}")
+    signum: int
+    iteration: int
+    checkpoint: str | None
+    summary: dict
+    saved: str
 
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
 
+    def __str__(self) -> str:
+        return f"{signal_name(self.signum)}: stopped after iteration {self.iteration}; {self.saved}"
 
-class ImmediateStop(KeyboardInterrupt):
-    """A second signal: stop now, without finishing the block or saving."""
 
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"second {signal_name(signum)}: stopping at once")
+class TrainingInterrupted(RunStopped, KeyboardInterrupt):
+    """SIGINT (Ctrl+C): training stopped after its block, with a final checkpoint."""
+
+
+class TrainingTerminated(RunStopped, SystemExit):
+    """SIGTERM (preemption): training stopped after its block, with a final checkpoint."""
+
+
+def run_stopped(
+    signum: int, iteration: int, checkpoint: str | None, summary: dict, saved: str
+) -> RunStopped:
+    """The exception to raise for a run stopped by ``signum`` (see ``RunStopped``)."""
+    cls = TrainingTerminated if signum == signal.SIGTERM else TrainingInterrupted
+    error = cls(128 + signum) if cls is TrainingTerminated else cls()
+    error.signum, error.iteration, error.checkpoint = signum, iteration, checkpoint
+    error.summary, error.saved = summary, saved
+    return error
+
+
+class ImmediateStop(BaseException):
+    """Mixin of a second signal's "stop now", raised wherever the host is: ``ImmediateInterrupt``
+    (SIGINT, a ``KeyboardInterrupt``) or ``ImmediateTermination`` (SIGTERM, ``SystemExit(143)``).
+    """
+
+    signum: int
 
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+    def __str__(self) -> str:
+        return f"second {signal_name(self.signum)}: stopped at once"
+
+
+class ImmediateInterrupt(ImmediateStop, KeyboardInterrupt):
+    """A second SIGINT."""
+
+
+class ImmediateTermination(ImmediateStop, SystemExit):
+    """A second SIGTERM."""
+
+
+def stop_now(signum: int) -> ImmediateStop:
+    """The exception a second ``signum`` raises."""
+    error = ImmediateTermination(128 + signum) if signum == signal.SIGTERM else ImmediateInterrupt()
+    error.signum = signum
+    return error
 
 
 class StopSignals:
@@ -93,7 +145,7 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested is not None:
-            raise ImmediateStop(signum)
+            raise stop_now(signum)
         self.requested = signum
         if self.on_request is not None:
             self.on_request(signum)

@@ -256,15 +256,15 @@ def _setting_differences(saved: dict, current: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """The CLI: exit code 0 when done, 2 for bad input, 1 for a failed save, 130/143 when
     stopped by SIGINT/SIGTERM."""
-    from unilab_jax.interrupts import ImmediateStop, signal_name
+    from unilab_jax.interrupts import ImmediateStop, signal_name, stop_now
 
     def terminate(signum, frame):  # until train() installs its own, graceful handler
-        raise ImmediateStop(signum)
+        raise stop_now(signum)
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         return _main(argv)
-    except KeyboardInterrupt as stop:  # before training began: nothing to save
+    except (KeyboardInterrupt, ImmediateStop) as stop:  # before training began: nothing to save
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"\n{signal_name(signum)} before training began; nothing to save", file=sys.stderr)
         return 128 + signum
@@ -329,7 +329,7 @@ def _main(argv: list[str] | None) -> int:
 def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> int:
     """Train and report; a signal, a full disk or a busy log dir end in one clear line."""
     from unilab_jax.checkpoint import CheckpointSaveError
-    from unilab_jax.interrupts import ImmediateStop, TrainingInterrupted, signal_name
+    from unilab_jax.interrupts import ImmediateStop, RunStopped, signal_name
     from unilab_jax.trainer import train
 
     try:
@@ -341,7 +341,7 @@ def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> i
             quiet=args.quiet,
             initial_state=initial_state,
         )
-    except TrainingInterrupted as stop:
+    except RunStopped as stop:
         # train() saved the block just finished and restored the terminal.
         _write_summary(log_dir, stop.summary)
         print(

@@ -26,7 +26,7 @@ from unilab_jax.algos.registry import get_algo
 from unilab_jax.checkpoint import CheckpointWriter
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.envs import Env, load
-from unilab_jax.interrupts import StopSignals, TrainingInterrupted, signal_name
+from unilab_jax.interrupts import StopSignals, run_stopped, signal_name
 from unilab_jax.loop import TrainState, make_evaluate, make_init_fn, make_mesh, make_train_step
 from unilab_jax.rundir import claim_log_dir
 from unilab_jax.sinks import (
@@ -164,10 +164,10 @@ def train(
     ``log_dir`` receives ``run_config.json`` (at the start), TensorBoard/wandb files and
     orbax checkpoints (``checkpoints/``); without one, nothing is written. One run at a time
     owns a log dir (``unilab_jax.rundir``): a second one fails at once with ``LogDirError``.
-    SIGINT/SIGTERM stop the run after its current block with a final checkpoint and
-    ``TrainingInterrupted`` (``unilab_jax.interrupts``). ``quiet`` silences the console
-    (tests). ``trainer`` reuses already compiled functions; ``initial_state`` continues from a
-    given state.
+    SIGINT/SIGTERM stop the run after its current block with a final checkpoint and raise
+    ``TrainingInterrupted`` / ``TrainingTerminated`` (``unilab_jax.interrupts``). ``quiet``
+    silences the console (tests). ``trainer`` reuses already compiled functions;
+    ``initial_state`` continues from a given state.
 
     ``checkpointer`` replaces the orbax writer (with or without ``log_dir``): its
     ``save(iteration, state)`` is called when ``iteration`` reaches a multiple of
@@ -234,7 +234,7 @@ def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
 
 def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_time) -> None:
     """The end of a run stopped by SIGINT/SIGTERM: save the state of the block just finished
-    (unless its checkpoint is already written) and raise ``TrainingInterrupted``."""
+    (unless its checkpoint is already written) and raise ``RunStopped``."""
     done = int(state.iteration)
     checkpoint = None
     if not history:
@@ -247,7 +247,7 @@ def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_
         saved = f"saved checkpoint {checkpoint}"
     summary = _summary(config, state, history, compile_time, wall, None)
     summary.update(status=f"interrupted ({signal_name(signum)})", last_checkpoint=checkpoint)
-    raise TrainingInterrupted(signum, done, checkpoint, summary, saved)
+    raise run_stopped(signum, done, checkpoint, summary, saved)
 
 
 def _jsonable(config: Any) -> dict:
