@@ -9,6 +9,7 @@ from unilab_jax.algos.c51 import (
     bootstrap_mask,
     categorical_cross_entropy,
     categorical_projection,
+    clipped_target_mass,
     expected_value,
     make_support,
 )
@@ -165,3 +166,18 @@ def test_non_finite_reward_poisons_its_row_instead_of_vanishing():
     out = project(np.vstack([UNIFORM, UNIFORM]), [np.nan, 0.0], [1.0, 1.0])
     assert np.isnan(out[0]).any()
     assert np.isfinite(out[1]).all()
+
+
+def test_clipped_target_mass_is_the_share_projected_onto_an_edge_hand_worked():
+    # z = [-1, 0, 1], gamma 0.5: reward 0.8 gives targets [0.3, 0.8, 1.3] (the top one clips),
+    # reward -0.8 gives [-1.3, -0.8, -0.3] (the bottom one clips).
+    probs = jnp.array([[0.2, 0.3, 0.5], [0.2, 0.3, 0.5]])
+    low, high = clipped_target_mass(
+        probs, jnp.array([0.8, -0.8]), jnp.ones(2), gamma=0.5, v_min=-1.0, v_max=1.0
+    )
+    np.testing.assert_allclose([low, high], [0.2 / 2, 0.5 / 2], atol=1e-7)
+    # Inside the support nothing clips, and termination (bootstrap 0) keeps r alone.
+    low, high = clipped_target_mass(
+        probs, jnp.array([0.0, 0.9]), jnp.array([1.0, 0.0]), 0.5, -1.0, 1.0
+    )
+    assert float(low) == 0.0 and float(high) == 0.0

@@ -319,6 +319,7 @@ def test_finish_prints_summary_once(make_logger):
     logger.log_collector(1_234_567, 1000)
     logger.log_step(42, metrics={"qf_loss": 1.0})
     logger.log_save("/runs/x/model_42.pt")
+    logger.log_warning("value support too small: [v_max] 40")  # printed now, and in the summary
     logger._start_time -= 3725  # pretend the run took 1h02m05s
     logger.finish(extra_summary="Final eval: 1.0")
     logger.finish()
@@ -334,9 +335,12 @@ def test_finish_prints_summary_once(make_logger):
         "Total env steps: 1,234,567",
         "Final eval: 1.0",
         "Last checkpoint: /runs/x/model_42.pt",
+        "Warning: value support too small: [v_max] 40",
     ]
     positions = [summary.index(line) for line in lines]
     assert positions == sorted(positions)
+    before = text.split("Training Summary")[0]
+    assert "WARNING value support too small: [v_max] 40" in before  # markup-safe, at once
 
 
 def test_no_print_writes_nothing(make_logger, tmp_path):

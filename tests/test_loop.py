@@ -132,3 +132,18 @@ def test_nan_from_an_env_stops_training_naming_the_env(poisoned_env):
     expected = int(np.argmax(poison))
     with pytest.raises(EnvNaNError, match=f"environment {expected} produced .* at iteration 1;"):
         train(config, trainer=trainer, quiet=True)
+
+
+def test_a_value_support_too_small_for_the_returns_warns_and_names_the_fix(run):
+    assert run.summary["warnings"] == []  # the task's support holds its returns: no clipping
+    assert run.history[-1]["learner"]["target_clip_high"] == 0.0
+    small = dict(TINY_SAC, v_min=-1.0, v_max=2.0)  # pendulum returns reach ~30 at gamma 0.97
+    config = dataclasses.replace(TINY, max_iterations=10)
+    result = train(config, small, quiet=True)
+    clipped = [h["learner"]["target_clip_high"] for h in result.history if h["learner"]]
+    assert min(clipped) > 0.05
+    (warning,) = result.summary["warnings"]
+    assert warning.startswith("value support too small: ")
+    assert "beyond v_max = 2 (train/target_clip_high)" in warning
+    assert "raise v_max (--v-max)" in warning and "--gamma" in warning
+    assert [h.get("warnings") for h in result.history].count([warning]) == 1  # said once

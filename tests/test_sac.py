@@ -350,6 +350,8 @@ def test_update_functions_trace_once_and_preserve_state_types():
         "critic_grad_norm",
         "target_q_max",
         "target_q_min",
+        "target_clip_low",
+        "target_clip_high",
         "alpha_loss",
         "alpha",
     }

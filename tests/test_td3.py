@@ -209,6 +209,8 @@ def test_update_traces_once_and_preserves_state_types():
         "qf_loss",
         "qf_max",
         "qf_min",
+        "target_clip_low",
+        "target_clip_high",
         "critic_grad_norm",
         "actor_loss",
         "actor_grad_norm",

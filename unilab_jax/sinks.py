@@ -18,6 +18,7 @@ call's reduced metrics into one *block record* (a plain dict, kept in ``TrainRes
 ``components``       mean per-step reward components
 ``sec_per_iter``     wall-clock seconds per iteration of the block
 ``checkpoint``       path written after this block (added by ``CheckpointSink``), or absent
+``warnings``         new warnings raised after this block (added by ``HealthSink``), or absent
 ===================  =====================================================================
 
 A sink has four methods, called in this order: ``start(run)`` once, ``status(text)`` for
@@ -46,6 +47,7 @@ __all__ = [
     "CallbackSink",
     "CheckpointSink",
     "Checkpointer",
+    "HealthSink",
     "LoggerSink",
     "RunInfo",
     "Sink",
@@ -165,6 +167,68 @@ def _next_multiple(current: int, interval: int) -> float:
     return (current // interval + 1) * interval
 
 
+class HealthSink(_NoOpSink):
+    """Says when a run is learning badly for a known reason; adds the record's ``warnings``.
+
+    Today's check: a C51 value support too small for the returns. The learner reports the
+    share of its target probability that the projection clips at ``v_max`` / ``v_min``
+    (``target_clip_high`` / ``target_clip_low``); when it stays above ``threshold`` for
+    ``patience`` learning blocks in a row, the critic's values are pinned to the edge and
+    learning stalls without any error, so the sink warns once per edge, naming the setting to
+    change. ``suggest_v_max`` / ``suggest_v_min``: values to suggest (e.g. the support derived
+    from the task's reward bounds); otherwise a doubled span.
+    """
+
+    def __init__(
+        self,
+        v_min: float,
+        v_max: float,
+        gamma: float,
+        *,
+        suggest_v_min: float | None = None,
+        suggest_v_max: float | None = None,
+        threshold: float = 0.05,
+        patience: int = 3,
+    ) -> None:
+        self.v_min, self.v_max, self.gamma = v_min, v_max, gamma
+        span = v_max - v_min
+        self._suggest = {
+            "high": suggest_v_max if suggest_v_max and suggest_v_max > v_max else v_max + span,
+            "low": suggest_v_min if suggest_v_min and suggest_v_min < v_min else v_min - span,
+        }
+        self.threshold, self.patience = threshold, patience
+        self._streak = {"high": 0, "low": 0}
+        self._warned: set[str] = set()
+
+    def block(self, record: dict, state: Any) -> dict | None:
+        learner = record["learner"]
+        if not learner:
+            return None
+        new = []
+        for edge in ("high", "low"):
+            share = learner.get(f"target_clip_{edge}")
+            if share is None:
+                continue
+            self._streak[edge] = self._streak[edge] + 1 if share > self.threshold else 0
+            if self._streak[edge] >= self.patience and edge not in self._warned:
+                self._warned.add(edge)
+                new.append(self._support_warning(edge, share))
+        return {"warnings": new} if new else None
+
+    def _support_warning(self, edge: str, share: float) -> str:
+        bound, name, verb = (
+            (self.v_max, "v_max", "raise") if edge == "high" else (self.v_min, "v_min", "lower")
+        )
+        side = "beyond" if edge == "high" else "below"
+        return (
+            f"value support too small: {100 * share:.0f}% of the critic's target probability "
+            f"lies {side} {name} = {bound:g} (train/target_clip_{edge}) for {self.patience} "
+            f"blocks in a row, so its values are pinned to the edge and learning stalls at "
+            f"gamma {self.gamma:g}; {verb} {name} (--{name.replace('_', '-')}), e.g. to "
+            f"{self._suggest[edge]:.3g}, or lower the discount (--gamma)"
+        )
+
+
 class LoggerSink(_NoOpSink):
     """The ``OffPolicyLogger``: live console panel plus TensorBoard or wandb scalars.
 
@@ -227,6 +291,8 @@ class LoggerSink(_NoOpSink):
         )
         if record.get("checkpoint"):
             log.log_save(record["checkpoint"])
+        for text in record.get("warnings", ()):
+            log.log_warning(text)
 
     def finish(self, summary: dict) -> None:
         self.log.finish(extra_summary=_summary_lines(summary))

@@ -33,6 +33,7 @@ from unilab_jax.sinks import (
     CallbackSink,
     Checkpointer,
     CheckpointSink,
+    HealthSink,
     LoggerSink,
     RunInfo,
     Sink,
@@ -201,6 +202,8 @@ def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
         (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(run_config, indent=2))
     if checkpointer is None and log_dir is not None and config.save_interval > 0:
         checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=run_config)
+    # The health checks run first, so every other sink sees their warnings.
+    sinks = [_health_sink(trainer.algo_config), *sinks]
     saver = None
     if checkpointer is not None:
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
@@ -248,6 +251,10 @@ def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_
     summary = _summary(config, state, history, compile_time, wall, None)
     summary.update(status=f"interrupted ({signal_name(signum)})", last_checkpoint=checkpoint)
     raise run_stopped(signum, done, checkpoint, summary, saved)
+
+
+def _health_sink(algo_config: Any) -> HealthSink:
+    return HealthSink(algo_config.v_min, algo_config.v_max, algo_config.gamma)
 
 
 def _jsonable(config: Any) -> dict:
@@ -325,6 +332,7 @@ def _summary(
     returns = [h["mean_return"] for h in history if h["mean_return"] is not None]
     lengths = [h["mean_length"] for h in history if h["mean_length"] is not None]
     checkpoints = [h["checkpoint"] for h in history if h.get("checkpoint")]
+    warnings = [text for h in history for text in h.get("warnings", ())]
     return {
         "status": "completed",
         "completed_iterations": done,
@@ -334,6 +342,7 @@ def _summary(
         "mean_episode_length": lengths[-1] if lengths else None,
         "eval_mean_return": eval_return,
         "last_checkpoint": checkpoints[-1] if checkpoints else None,
+        "warnings": warnings,
         "compile_time_sec": compile_time,
         "training_wall_time_sec": wall,
     }

@@ -27,6 +27,7 @@ __all__ = [
     "bootstrap_mask",
     "categorical_cross_entropy",
     "categorical_projection",
+    "clipped_target_mass",
     "expected_value",
     "make_support",
 ]
@@ -98,6 +99,29 @@ def categorical_projection(
     out = out.at[flat_index(lower)].add(mass_lower.reshape(-1))
     out = out.at[flat_index(upper)].add(mass_upper.reshape(-1))
     return out.reshape(shape)
+
+
+def clipped_target_mass(
+    next_probs: Array,
+    rewards: Array,
+    bootstrap: Array,
+    gamma: float,
+    v_min: float,
+    v_max: float,
+) -> tuple[Array, Array]:
+    """The share of target probability that the projection clips at ``v_min`` and ``v_max``.
+
+    Mass whose target atom ``r + bootstrap * gamma * z`` falls outside the support is moved onto
+    its edge, so the critic cannot represent values beyond it; when the returns outgrow the
+    support (a discount too close to 1 for ``v_max``) this share stays high and learning
+    stalls without any error. Returns two scalars in [0, 1]: the mean over the leading axes and
+    rows of the clipped mass below ``v_min`` and above ``v_max``.
+    """
+    z = make_support(v_min, v_max, next_probs.shape[-1])
+    tz = rewards[:, None] + (bootstrap * gamma)[:, None] * z  # [B, K], unclipped
+    low = jnp.sum(next_probs * (tz < v_min), axis=-1)  # [..., B]
+    high = jnp.sum(next_probs * (tz > v_max), axis=-1)
+    return jnp.mean(low), jnp.mean(high)
 
 
 def expected_value(probs: Array, support: Array) -> Array:

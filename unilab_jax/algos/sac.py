@@ -34,6 +34,7 @@ from unilab_jax.algos.c51 import (
     bootstrap_mask,
     categorical_cross_entropy,
     categorical_projection,
+    clipped_target_mass,
     expected_value,
     make_support,
 )
@@ -137,8 +138,8 @@ def sac_critic_loss(
     """Distributional critic loss on a *normalised* batch; differentiable in `critic_params`.
 
     `next_action_noise`: `[B, A]` standard normal for the next-action sample. Returns
-    `(loss, aux)` with aux `next_log_prob [B]`, `target_q_max`, `target_q_min`, `target_probs
-    [E, B, K]`.
+    `(loss, aux)` with aux `next_log_prob [B]`, `target_q_max`, `target_q_min`, the clipped
+    target mass `target_clip_low` / `target_clip_high`, `target_probs [E, B, K]`.
     """
     bootstrap = bootstrap_mask(batch.terminated, batch.truncated)  # [B]
     next_mean, next_log_std = networks.actor.apply(actor_params, batch.next_obs)
@@ -147,8 +148,12 @@ def sac_critic_loss(
     # Entropy folded into the reward, so the projection of r' + gamma * z equals the soft target.
     soft_rewards = batch.rewards - config.gamma * bootstrap * alpha * next_log_prob
     target_logits = networks.critic.apply(target_critic_params, batch.next_critic, next_action)
+    next_probs = jax.nn.softmax(target_logits, axis=-1)
+    clip_low, clip_high = clipped_target_mass(
+        next_probs, soft_rewards, bootstrap, config.gamma, config.v_min, config.v_max
+    )
     target_probs = categorical_projection(
-        jax.nn.softmax(target_logits, axis=-1),
+        next_probs,
         soft_rewards,
         bootstrap,
         config.gamma,
@@ -167,6 +172,8 @@ def sac_critic_loss(
         "next_log_prob": jax.lax.stop_gradient(next_log_prob),
         "target_q_max": jnp.max(target_values),
         "target_q_min": jnp.min(target_values),
+        "target_clip_low": jax.lax.stop_gradient(clip_low),
+        "target_clip_high": jax.lax.stop_gradient(clip_high),
         "target_probs": target_probs,
     }
     return loss, aux
@@ -314,6 +321,8 @@ def make_sac(
             "critic_grad_norm": grad_norm,
             "target_q_max": aux["target_q_max"],
             "target_q_min": aux["target_q_min"],
+            "target_clip_low": aux["target_clip_low"],
+            "target_clip_high": aux["target_clip_high"],
             "alpha_loss": alpha_loss_value,
             "alpha": jnp.exp(log_alpha),
         }

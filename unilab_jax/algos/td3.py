@@ -36,6 +36,7 @@ from unilab_jax.algos.c51 import (
     bootstrap_mask,
     categorical_cross_entropy,
     categorical_projection,
+    clipped_target_mass,
     expected_value,
     make_support,
 )
@@ -121,14 +122,19 @@ def td3_critic_loss(
 
     `smoothing_noise`: `[B, A]` standard normal, scaled by `policy_noise` and clipped here.
     Returns `(loss, aux)` with aux `qf_max` / `qf_min` (net 1's projected target values, as the
-    reference logs) and `target_probs [2, B, K]`.
+    reference logs), the clipped target mass `target_clip_low` / `target_clip_high` (both
+    target nets) and `target_probs [2, B, K]`.
     """
     bootstrap = bootstrap_mask(batch.terminated, batch.truncated)  # [B]
     noise = jnp.clip(smoothing_noise * config.policy_noise, -config.noise_clip, config.noise_clip)
     next_action = jnp.clip(networks.actor.apply(actor_params, batch.next_obs) + noise, -1.0, 1.0)
     target_logits = networks.critic.apply(target_critic_params, batch.next_critic, next_action)
+    next_probs = jax.nn.softmax(target_logits, axis=-1)
+    clip_low, clip_high = clipped_target_mass(
+        next_probs, batch.rewards, bootstrap, config.gamma, config.v_min, config.v_max
+    )
     projected = categorical_projection(
-        jax.nn.softmax(target_logits, axis=-1),
+        next_probs,
         batch.rewards,
         bootstrap,
         config.gamma,
@@ -149,6 +155,8 @@ def td3_critic_loss(
     aux = {
         "qf_max": jnp.max(values[0]),
         "qf_min": jnp.min(values[0]),
+        "target_clip_low": clip_low,
+        "target_clip_high": clip_high,
         "target_probs": target_probs,
     }
     return loss, jax.lax.stop_gradient(aux)
@@ -261,6 +269,8 @@ def make_td3(
             "qf_loss": qf_loss,
             "qf_max": aux["qf_max"],
             "qf_min": aux["qf_min"],
+            "target_clip_low": aux["target_clip_low"],
+            "target_clip_high": aux["target_clip_high"],
             "critic_grad_norm": grad_norm,
         }
         return state, reduce_metrics(metrics, axis_name)

@@ -226,6 +226,7 @@ class BaseTrainingLogger:
         self._latest_reward_components: dict[str, float] = {}
         self._mean_ep_length: float = 0.0
         self._last_save_path: str | None = None
+        self._warnings: list[str] = []
         self._iteration: int = 0
         self._status: str = "Initializing..."
         self._training_started = False
@@ -431,6 +432,12 @@ class BaseTrainingLogger:
         if not self._training_started or "[red]" in status or "ERROR" in status:
             self._refresh(force=True)
 
+    def log_warning(self, text: str) -> None:
+        """Print a warning above the live display (and into a redirected log), once per call;
+        it is also repeated in the final summary."""
+        self._warnings.append(text)
+        self._print(f"[bold yellow]WARNING[/bold yellow] {escape(text)}")
+
     def log_save(self, path: str) -> None:
         """Remember the latest checkpoint path for the summary."""
         self._last_save_path = str(path)
@@ -451,6 +458,8 @@ class BaseTrainingLogger:
             lines.append(extra_summary.rstrip("\n"))
         if self._last_save_path:
             lines.append(f"  Last checkpoint: {escape(self._last_save_path)}")
+        for text in self._warnings:
+            lines.append(f"  [bold yellow]Warning:[/] {escape(text)}")
         return lines
 
     def finish(self, *, title: str = "Training Summary", extra_summary: str = "") -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "bootstrap_mask",
     "categorical_cross_entropy",
     "categorical_projection",
+    "clipped_target_mass",
     "expected_value",
     "hidden_layers",
 ]
@@ -123,6 +124,24 @@ def categorical_projection(
     out.index_add_(0, flat_index(lower), mass_lower.reshape(-1))
     out.index_add_(0, flat_index(upper), mass_upper.reshape(-1))
     return out.reshape(shape)
+
+
+def clipped_target_mass(
+    next_probs: torch.Tensor,
+    rewards: torch.Tensor,
+    bootstrap: torch.Tensor,
+    gamma: float,
+    v_min: float,
+    v_max: float,
+    support: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The share of target probability the projection clips at `v_min` / `v_max` (scalars in
+    [0, 1], means over the leading axes and rows), as `unilab_jax.algos.c51` computes it: a
+    share that stays high means the returns outgrow the support."""
+    target_z = rewards[:, None] + (bootstrap * gamma)[:, None] * support  # [B, K], unclipped
+    low = torch.sum(next_probs * (target_z < v_min), dim=-1)
+    high = torch.sum(next_probs * (target_z > v_max), dim=-1)
+    return low.mean(), high.mean()
 
 
 def expected_value(probs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:

@@ -46,6 +46,7 @@ from unilab.algos.torch.common.networks import (
     DistributionalQNetwork,
     categorical_cross_entropy,
     categorical_projection,
+    clipped_target_mass,
     expected_value,
     hidden_layers,
 )
@@ -366,8 +367,8 @@ class FastSACLearner(ObsNormalizingLearner):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Distributional critic loss; differentiable in `qnet` only.
 
-        Returns `(loss, aux)` with aux `next_log_prob [B]`, `target_q_max`, `target_q_min`,
-        `target_probs [E, B, K]`.
+        Returns `(loss, aux)` with aux `next_log_prob [B]`, `target_q_max`, `target_q_min`, the
+        clipped target mass `target_clip_low` / `target_clip_high`, `target_probs [E, B, K]`.
         """
         b = self._normalized(batch)
         config = self.config
@@ -378,8 +379,13 @@ class FastSACLearner(ObsNormalizingLearner):
             )
             soft_rewards = b["rewards"] - config.gamma * b["bootstrap"] * self.alpha * next_log_prob
             target_logits = self.qnet_target(b["next_critic"], next_action).float()
+            next_probs = torch.softmax(target_logits, dim=-1)
+            clip = clipped_target_mass(
+                next_probs, soft_rewards, b["bootstrap"], config.gamma, config.v_min,
+                config.v_max, support,
+            )  # fmt: skip
             target_probs = categorical_projection(
-                torch.softmax(target_logits, dim=-1),
+                next_probs,
                 soft_rewards,
                 b["bootstrap"],
                 config.gamma,
@@ -396,6 +402,8 @@ class FastSACLearner(ObsNormalizingLearner):
             "next_log_prob": next_log_prob.float(),
             "target_q_max": values.max(),
             "target_q_min": values.min(),
+            "target_clip_low": clip[0],
+            "target_clip_high": clip[1],
             "target_probs": target_probs,
         }
         return loss, aux
@@ -446,6 +454,8 @@ class FastSACLearner(ObsNormalizingLearner):
                 "critic_grad_norm": grad_norm,
                 "target_q_max": aux["target_q_max"],
                 "target_q_min": aux["target_q_min"],
+                "target_clip_low": aux["target_clip_low"],
+                "target_clip_high": aux["target_clip_high"],
                 "alpha_loss": alpha_loss,
                 "alpha": self.alpha,
             }

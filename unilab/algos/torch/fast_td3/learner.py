@@ -43,6 +43,7 @@ from unilab.algos.torch.common.networks import (
     Critic,
     categorical_cross_entropy,
     categorical_projection,
+    clipped_target_mass,
     expected_value,
     hidden_layers,
 )
@@ -261,8 +262,13 @@ class FastTD3Learner(ObsNormalizingLearner):
             )
             next_action = torch.clamp(mu + clipped, -1.0, 1.0)
             target_logits = torch.stack(self.qnet_target(b["next_critic"], next_action))
+            next_probs = torch.softmax(target_logits, dim=-1)
+            clip = clipped_target_mass(
+                next_probs, b["rewards"], b["bootstrap"], config.gamma, config.v_min,
+                config.v_max, support,
+            )  # fmt: skip
             projected = categorical_projection(
-                torch.softmax(target_logits, dim=-1),
+                next_probs,
                 b["rewards"],
                 b["bootstrap"],
                 config.gamma,
@@ -277,6 +283,8 @@ class FastTD3Learner(ObsNormalizingLearner):
         aux = {
             "qf_max": values[0].max(),
             "qf_min": values[0].min(),
+            "target_clip_low": clip[0],
+            "target_clip_high": clip[1],
             "target_probs": target_probs,
         }
         return loss, aux
@@ -307,6 +315,8 @@ class FastTD3Learner(ObsNormalizingLearner):
                 "qf_loss": loss,
                 "qf_max": aux["qf_max"],
                 "qf_min": aux["qf_min"],
+                "target_clip_low": aux["target_clip_low"],
+                "target_clip_high": aux["target_clip_high"],
                 "critic_grad_norm": grad_norm,
             }
         )
