@@ -1,6 +1,6 @@
 """Training configuration: the loop's sizes and schedule, validated before anything compiles.
 
-Defaults follow the reference ``OffPolicyRunner`` (``spec/reference_system.md`` §1.6, §7):
+Defaults follow UniLab's reference ``OffPolicyRunner``:
 4096 envs, ``replay_buffer_n`` 1024, batch 8192, 8 updates per env step, one env step per
 learner iteration. ``policy_frequency`` defaults per algorithm (SAC 4, TD3 2, from
 ``unilab_jax.algos.registry``), as in the reference configs.

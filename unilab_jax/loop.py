@@ -1,7 +1,6 @@
 """The fused training step: collect, store, update, all on device, under ``shard_map``.
 
-One learner iteration (the reference's "sync collection" unit, ``spec/reference_system.md``
-§1.6) is:
+One learner iteration (the "sync collection" unit of UniLab's reference runner) is:
 
 1. ``env_steps_per_sync`` vectorised env steps with the exploration policy; each transition
    (with the true final observation of ended episodes) goes into the replay ring;

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Train FastSAC or FastTD3 on an MJX task with the fused, jitted, data-parallel "
             "JAX loop. Algorithm settings apply to the chosen --algo; defaults are the "
-            "reference's (spec/reference_system.md). A task may suggest its C51 support "
+            "reference's (UniLab's torch off-policy runner). A task may suggest its C51 support "
             "(--v-min/--v-max) for its reward scale; explicit values win."
         ),
     )
@@ -322,6 +322,12 @@ def _main(argv: list[str] | None) -> int:
         lock = claim_log_dir(log_dir)  # held until the summary is written
     except ConfigError as err:
         parser.exit(2, f"error: {err}\n")
+    if lock.took_over:
+        print(
+            f"note: {log_dir} was locked by a run that is gone (pid {lock.took_over.get('pid')}); "
+            "this run takes it over",
+            file=sys.stderr,
+        )
     with lock:
         return _run(parser, args, config, trainer, log_dir, initial_state, argv)
 
