@@ -150,3 +150,14 @@ def test_resume_continues_from_the_newest_checkpoint(tmp_path):
         wrong.stderr
     )
     assert "Traceback" not in wrong.stderr and len(wrong.stderr.splitlines()) <= 3
+    # A damaged newest checkpoint is named as such, and the intact older one is offered.
+    for path in (tmp_path / "a" / "checkpoints" / "4" / "agent").rglob("*"):
+        if path.is_file() and "ocdbt.process" in str(path):
+            raw = bytearray(path.read_bytes())
+            raw[len(raw) // 2] ^= 0xFF
+            path.write_bytes(bytes(raw))
+    damaged = run_cli(*common, "--max-iterations", "6", "--resume", str(tmp_path / "a"))
+    assert damaged.returncode != 0
+    assert "checkpoint 4 under " in damaged.stderr and " is damaged: agent" in damaged.stderr
+    assert f"--resume {tmp_path / 'a'} --resume-step 2" in damaged.stderr
+    assert "Traceback" not in damaged.stderr and len(damaged.stderr.splitlines()) <= 3
