@@ -238,10 +238,3 @@ def test_override_applies_to_model() -> None:
     assert env.episode_length == 50
     assert env.task.model.actuator_gear[0, 0] == pytest.approx(3.0)
     assert env.task.control_dt == pytest.approx(0.05)
-
-
-@pytest.mark.parametrize("backend", ["mujoco", "bogus"])
-def test_unsupported_sim_backend(backend: str) -> None:
-    with pytest.raises(ValueError, match="only 'mjx' is implemented") as info:
-        load("PendulumSwingup", sim_backend=backend)
-    assert "mujoco" in str(info.value) and "make(" in str(info.value)

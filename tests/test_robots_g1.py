@@ -197,7 +197,7 @@ def test_mjx_matches_c_mujoco_one_step(g1: Compiled) -> None:
 
 
 def test_c_mujoco_backend_runs(g1: Compiled) -> None:
-    from unilab_jax.envs.mujoco_backend import MujocoVecEnv
+    from unilab_jax.envs.vec_env import MujocoVecEnv
 
     venv = MujocoVecEnv(g1.env.task, "G1WalkFlat", num_envs=4, seed=0, nthread=1)
     try:

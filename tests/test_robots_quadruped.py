@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 from unilab_jax.envs import registry
-from unilab_jax.envs.mujoco_backend import MujocoVecEnv
 from unilab_jax.envs.robots.assets import RobotAssetError, robot_mjcf_path
 from unilab_jax.envs.robots.quadruped import Go1JoystickFlat, Go2JoystickFlat
-from unilab_jax.envs.vec_env import MjxVecEnv
+from unilab_jax.envs.vec_env import MjxVecEnv, MujocoVecEnv
 
 BATCH = 16
 ROBOTS = {"Go1JoystickFlat": ("go1", Go1JoystickFlat), "Go2JoystickFlat": ("go2", Go2JoystickFlat)}

@@ -25,6 +25,7 @@ import pytest
 
 from unilab_jax.envs import (
     MjxVecEnv,
+    MujocoVecEnv,
     UnknownEnvError,
     VecEnv,
     VecEnvState,
@@ -32,7 +33,6 @@ from unilab_jax.envs import (
     make_task,
     registered_names,
 )
-from unilab_jax.envs.mujoco_backend import MujocoVecEnv
 from unilab_jax.envs.pendulum import PendulumSwingup
 from unilab_jax.envs.robots import ROBOT_TASKS
 

@@ -1,5 +1,10 @@
 """Environments: a functional task API over MJX physics, a registry and built-in tasks.
 
+Start at ``base.py``: it defines the task API, the step pipeline every physics backend shares
+and the MJX env, and says where everything else lives (``registry.py``: names -> tasks and
+``load``; ``vec_env.py``: the numpy-facing ``make``, the one place that picks a physics backend;
+``mujoco_backend.py``: C MuJoCo physics; ``adapters/``: Playground and Brax envs).
+
 Functional and jittable (MJX), for the JAX core:
 
 >>> env = load("PendulumSwingup")            # doctest: +SKIP
@@ -12,9 +17,8 @@ Vectorised and numpy-facing, on C MuJoCo (CPU threads) or MJX, for the torch col
 ...     state = venv.step(actions)            # obs, reward, terminated, truncated, ...
 """
 
-from unilab_jax.envs.base import Env, EnvState, Task
+from unilab_jax.envs.base import Env, EnvState, FunctionalEnv, Task, UnknownEnvError
 from unilab_jax.envs.registry import (
-    UnknownEnvError,
     available_names,
     default_config,
     load,
@@ -26,6 +30,7 @@ from unilab_jax.envs.vec_env import (
     VEC_SIM_BACKENDS,
     ActionSpace,
     MjxVecEnv,
+    MujocoVecEnv,
     VecEnv,
     VecEnvState,
     make,
@@ -36,7 +41,9 @@ __all__ = [
     "ActionSpace",
     "Env",
     "EnvState",
+    "FunctionalEnv",
     "MjxVecEnv",
+    "MujocoVecEnv",
     "Task",
     "UnknownEnvError",
     "VecEnv",

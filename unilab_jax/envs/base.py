@@ -1,26 +1,55 @@
-"""Functional task API and the MJX physics backend.
+"""The environment model: tasks, the step pipeline every backend shares, and the MJX env.
 
-A :class:`Task` is a set of pure functions over a physics ``data`` object (anything with
-``mjx.Data``-named fields: ``qpos``, ``qvel``, ``xpos``, ``xmat``, ``sensordata``, ...) plus an
-``mujoco.MjModel``. Tasks never call MJX themselves, so the same observation and reward math is
-reused by the C-MuJoCo backend (``unilab_jax.envs.mujoco_backend``) that steps a batch on CPU
-threads.
+Where each concept lives (this module first):
 
-:class:`Env` binds a task to the MJX physics backend and exposes a single, unbatched, jittable
-environment: ``reset(key)`` and ``step(state, action)``. Callers ``jax.vmap`` both. (C MuJoCo
-cannot be jitted, so it is only reachable through the vectorised ``envs.make``.)
-``step`` resets automatically when an episode ends and keeps the true last observation in
-``EnvState.final_obs``.
+* :class:`Task` (here): an MJCF model plus pure functions over a physics ``data`` object
+  (anything with ``mjx.Data``-named fields: ``qpos``, ``qvel``, ``xpos``, ``xmat``,
+  ``sensordata``, ...). Tasks never call a simulator, so the same observation and reward math
+  runs on every backend.
+* :class:`EnvState` (here): one env's state between steps (physics, observation groups,
+  reward, flags, carry); :class:`UnknownEnvError` (here): a name no registry knows.
+* The step pipeline (here): :func:`draw_initial_conditions` (the random part of a reset),
+  :func:`post_physics` (everything after the physics of a control step), :func:`time_limit`
+  and :func:`auto_reset` (the two end pieces every env's ``step`` shares, adapters included).
+  All are pure JAX functions of one env, called under ``vmap``.
+* Physics backends: :class:`MjxPhysics` (here; jittable, per env) and C MuJoCo
+  (``mujoco_backend.MujocoBatchPhysics``: a batch on CPU threads, not jittable). A backend only
+  *advances* physics and *applies* a reset; it never decides rewards, time limits or resets.
+* :class:`Env` (here): a task on MJX physics, a single, unbatched, jittable environment with
+  ``reset(key)`` and ``step(state, action)``; callers ``jax.vmap`` both. ``registry.load(name,
+  overrides)`` builds one. Playground / Brax envs get the same API from ``adapters``
+  (:class:`FunctionalEnv` is what the two share).
+* The numpy-facing batch ``vec_env.make(env_name, num_envs, sim_backend, ...)``: the only place
+  that chooses a physics backend (``"mjx"``: ``jit(vmap(Env.step))``; ``"mujoco"``: C MuJoCo).
 
-Order of operations inside ``Env.step`` (so task authors know which task state each piece sees):
+Order of operations in one control step (``Env.step``; C MuJoCo's ``MujocoVecEnv`` runs the same
+pieces, so task authors know which task state each piece sees):
 
-1. ``ctrl = task.ctrl_from_action(action, task_state)``;
-2. ``n_frames`` physics steps with that ``ctrl``;
-3. ``reward`` and ``terminated`` are evaluated with the *old* task state (the one in force when
-   the action was chosen, e.g. the previous action for an action-rate penalty);
-4. ``task_state = task.update_task_state(data, action, task_state, key)``;
-5. ``obs = task.observe(data, task_state)`` with the *new* task state;
-6. time limit, then automatic reset where ``terminated | truncated``.
+1. ``action`` is clipped to [-1, 1]; ``ctrl = task.ctrl_from_action(action, task_state)``;
+2. the backend advances ``n_frames`` physics steps with that ``ctrl``;
+3. :func:`post_physics`, one pure function for every backend:
+
+   a. the carried key splits into ``(next key, reset key, task key)``;
+   b. ``reward`` and ``terminated`` are evaluated with the *old* task state (the one in force
+      when the action was chosen, e.g. the previous action for an action-rate penalty);
+   c. ``task_state = task.update_task_state(data, action, task_state, task key)``;
+   d. ``obs = task.observe(data, task_state)`` with the *new* task state (this is
+      ``final_obs``, the true last observation of an ending episode);
+   e. :func:`time_limit`: ``step_count + 1``, ``truncated = step_count >= episode_length``
+      (independent of ``terminated``), ``done = terminated | truncated``, and the step count
+      set back to 0 where ``done``;
+   f. the reset draw: :func:`draw_initial_conditions` from the reset key (what ``reset(key)``
+      draws); where ``done`` the task state becomes the fresh one;
+4. the backend applies the reset where ``done``: it builds the fresh physics from the drawn
+   ``(qpos, qvel)`` (MJX: a fresh ``mjx.Data``, selected per leaf by :func:`auto_reset`; C
+   MuJoCo: the ended rows of its batch are overwritten) and observes it with the fresh task
+   state; ``obs`` is that fresh observation where ``done``, ``final_obs`` stays 3d's.
+
+Playground / Brax adapters (``adapters/base.py``) replace 1-3d with the foreign env's own
+``step`` and then end with the same :func:`time_limit` and :func:`auto_reset`.
+
+Under ``vmap`` the reset is computed on every step and selected (no branch on traced values);
+XLA drops the parts that are not used.
 
 Non-finite physics is not masked here: a NaN observation or reward reaches the training loop,
 which stops with an error naming the env index and iteration (a silent reset would hide a
@@ -61,18 +90,28 @@ __all__ = [
     "OBS_KEY",
     "Env",
     "EnvState",
+    "FunctionalEnv",
     "MjxPhysics",
     "Task",
+    "UnknownEnvError",
     "apply_config_override",
+    "auto_reset",
     "draw_initial_conditions",
     "load_packaged_model",
     "observation_groups",
+    "post_physics",
     "reward_metrics",
+    "time_limit",
+    "where_done",
 ]
 
 OBS_KEY = "obs"
 CRITIC_KEY = "critic"
 XML_DIR = Path(__file__).resolve().parent / "xml"
+
+
+class UnknownEnvError(ValueError):
+    """An environment name that is neither registered nor known to an adapter's source."""
 
 
 def load_packaged_model(filename: str) -> mujoco.MjModel:
@@ -85,7 +124,7 @@ class EnvState:
     """State of one environment; all leaves are JAX arrays so it can be vmapped and jitted."""
 
     physics: Any
-    """The backend's physics state (an ``mjx.Data`` for ``sim_backend="mjx"``)."""
+    """The physics state: an ``mjx.Data`` for :class:`Env`, the foreign state for adapters."""
     obs: dict[str, jax.Array]
     """Observation groups: ``"obs"`` (actor) and ``"critic"`` (privileged, or a copy of obs)."""
     reward: jax.Array
@@ -104,6 +143,34 @@ class EnvState:
     """This step's reward components, keys ``"reward/<name>"`` (zeros after reset)."""
     key: jax.Array
     """PRNG key; split on every step, one part seeds the automatic reset."""
+
+    @classmethod
+    def initial(
+        cls,
+        physics: Any,
+        obs: dict[str, jax.Array],
+        task_state: dict[str, jax.Array],
+        metrics: dict[str, jax.Array],
+        key: jax.Array,
+    ) -> EnvState:
+        """The state at the start of an episode (``metrics``: zeros of their shapes)."""
+        return cls(
+            physics=physics,
+            obs=obs,
+            reward=jnp.zeros((), jnp.float32),
+            terminated=jnp.zeros((), bool),
+            truncated=jnp.zeros((), bool),
+            final_obs=obs,
+            step_count=jnp.zeros((), jnp.int32),
+            task_state=task_state,
+            metrics=jax.tree.map(jnp.zeros_like, metrics),
+            key=key,
+        )
+
+    @property
+    def done(self) -> jax.Array:
+        """The episode ended on this step (terminated or truncated)."""
+        return self.terminated | self.truncated
 
 
 class Task(abc.ABC):
@@ -238,6 +305,142 @@ def reward_metrics(components: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
     return {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in components.items()}
 
 
+# --------------------------------------------------------------------- the step pipeline
+def where_done(done: jax.Array, fresh: Any, current: Any) -> Any:
+    """Per leaf: ``fresh`` where ``done``, ``current`` elsewhere, in ``fresh``'s dtype.
+
+    A select, not a branch, so it works under ``vmap``; keeping the fresh (reset) dtype means a
+    carried pytree never changes type from one step to the next.
+    """
+    return jax.tree.map(lambda a, b: jnp.where(done, a, b).astype(a.dtype), fresh, current)
+
+
+def time_limit(
+    *,
+    physics: Any,
+    obs: dict[str, jax.Array],
+    reward: jax.Array,
+    terminated: jax.Array,
+    metrics: dict[str, jax.Array],
+    task_state: dict[str, jax.Array],
+    key: jax.Array,
+    step_count: jax.Array,
+    episode_length: int,
+) -> EnvState:
+    """The state after a control step, with the time limit applied; not reset yet.
+
+    ``step_count`` is the count before the step. ``truncated`` (``step_count + 1 >=
+    episode_length``) is independent of ``terminated``; the returned count is already 0 where
+    the episode ended (the next step starts a new one). ``obs`` is also ``final_obs``:
+    :func:`auto_reset` then swaps in the fresh episode's physics and observation.
+    """
+    step_count = step_count + 1
+    truncated = step_count >= episode_length
+    done = terminated | truncated
+    return EnvState(
+        physics=physics,
+        obs=obs,
+        reward=reward,
+        terminated=terminated,
+        truncated=truncated,
+        final_obs=obs,
+        step_count=where_done(done, jnp.zeros_like(step_count), step_count),
+        task_state=task_state,
+        metrics=metrics,
+        key=key,
+    )
+
+
+def auto_reset(state: EnvState, fresh_physics: Any, fresh_obs: dict[str, jax.Array]) -> EnvState:
+    """Where ``state.done``: the fresh episode's physics and observation (``final_obs`` keeps
+    the ended episode's last observation)."""
+    done = state.done
+    return state.replace(
+        physics=where_done(done, fresh_physics, state.physics),
+        obs=where_done(done, fresh_obs, state.obs),
+    )
+
+
+def post_physics(
+    task: Task,
+    data: Any,
+    action: jax.Array,
+    task_state: dict[str, jax.Array],
+    key: jax.Array,
+    step_count: jax.Array,
+) -> tuple[EnvState, tuple[jax.Array, jax.Array]]:
+    """The post-physics half of one env's control step, the same for every physics backend.
+
+    ``data`` is the physics after the step (an ``mjx.Data`` or C MuJoCo's view), ``action`` the
+    clipped action, ``task_state`` / ``key`` / ``step_count`` the carry before the step.
+    Returns the :func:`time_limit` state (``physics`` is ``data``; the carry is already the
+    fresh episode's where ``done``) and the reset draw's ``(qpos, qvel)``, which the backend
+    applies where ``done`` (steps 3a-3f of the module docstring, in that order).
+    """
+    key, k_reset, k_task = jax.random.split(key, 3)
+    reward, components = task.reward(data, action, task_state)
+    terminated = jnp.asarray(task.terminated(data, task_state), bool)
+    task_state = task.update_task_state(data, action, task_state, k_task)
+    state = time_limit(
+        physics=data,
+        obs=observation_groups(task, data, task_state),
+        reward=jnp.asarray(reward, jnp.float32),
+        terminated=terminated,
+        metrics=reward_metrics(components),
+        task_state=task_state,
+        key=key,
+        step_count=step_count,
+        episode_length=task.episode_length,
+    )
+    qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, k_reset)
+    state = state.replace(task_state=where_done(state.done, task_state0, state.task_state))
+    return state, (qpos0, qvel0)
+
+
+# --------------------------------------------------------------------- environments
+class FunctionalEnv(abc.ABC):
+    """What the JAX training loop, the trainer and the CLI use from an environment.
+
+    Implemented by :class:`Env` (our tasks on MJX) and ``adapters.AdapterEnv`` (Playground and
+    Brax envs): pure, unbatched ``reset(key)`` / ``step(state, action)`` over
+    :class:`EnvState`, plus the sizes below.
+    """
+
+    name: str
+
+    @property
+    @abc.abstractmethod
+    def action_size(self) -> int:
+        """Dimension of the policy's action (in [-1, 1])."""
+
+    @property
+    @abc.abstractmethod
+    def episode_length(self) -> int:
+        """Control steps before truncation."""
+
+    @property
+    def value_bounds(self) -> tuple[float, float] | None:
+        """Suggested C51 value support at gamma 0.97 (None: no suggestion)."""
+        return None
+
+    @abc.abstractmethod
+    def reset(self, key: jax.Array) -> EnvState:
+        """Start one episode from ``key``."""
+
+    @abc.abstractmethod
+    def step(self, state: EnvState, action: jax.Array) -> EnvState:
+        """Advance one control step; resets automatically when the episode ends."""
+
+    @cached_property
+    def obs_size(self) -> dict[str, int]:
+        """Sizes of the observation groups, derived by tracing ``reset`` (no compute)."""
+        shapes = jax.eval_shape(self.reset, jax.random.PRNGKey(0))
+        return {k: int(v.shape[-1]) for k, v in shapes.obs.items()}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
 class MjxPhysics:
     """MJX backend: builds ``mjx.Data`` from (qpos, qvel) and advances it by ``n_frames``."""
 
@@ -265,24 +468,16 @@ class MjxPhysics:
         return jax.lax.fori_loop(0, self.n_frames, lambda _, d: mjx.step(self.mjx_model, d), data)
 
 
-class Env:
-    """One environment bound to a physics backend; ``reset``/``step`` are pure and vmappable."""
+class Env(FunctionalEnv):
+    """A task on MJX physics; ``reset``/``step`` are pure and vmappable."""
 
-    def __init__(self, task: Task, name: str, sim_backend: str = "mjx") -> None:
-        if sim_backend != "mjx":
-            raise ValueError(
-                f"Unsupported sim_backend {sim_backend!r} for the functional Env: only 'mjx' is "
-                "implemented (C MuJoCo is not jittable; use unilab_jax.envs.make(name, num_envs, "
-                "sim_backend='mujoco') for the CPU backend)."
-            )
+    def __init__(self, task: Task, name: str) -> None:
         self.task = task
         self.name = name
-        self.sim_backend = sim_backend
         self.physics = MjxPhysics(task.model, task.n_frames, task.reset_forward)
         # jaxlib 0.10.2's batched LAPACK Cholesky can deadlock on CPU (unilab_jax.cpu_linalg).
         cpu_linalg.install_on_cpu()
 
-    # ----------------------------------------------------------------- properties
     @property
     def action_size(self) -> int:
         return self.task.action_size
@@ -295,82 +490,26 @@ class Env:
     def value_bounds(self) -> tuple[float, float] | None:
         return self.task.value_bounds
 
-    @cached_property
-    def obs_size(self) -> dict[str, int]:
-        """Sizes of the observation groups, derived by tracing ``reset`` (no compute)."""
-        shapes = jax.eval_shape(self.reset, jax.random.PRNGKey(0))
-        return {k: int(v.shape[-1]) for k, v in shapes.obs.items()}
-
-    def __repr__(self) -> str:
-        return f"Env(name={self.name!r}, sim_backend={self.sim_backend!r})"
-
-    # ----------------------------------------------------------------- internals
-    def _observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        return observation_groups(self.task, data, task_state)
-
-    @staticmethod
-    def _metrics(components: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        return reward_metrics(components)
-
-    # ----------------------------------------------------------------- API
     def reset(self, key: jax.Array) -> EnvState:
         """Start one episode from ``key``."""
         qpos, qvel, task_state, key = draw_initial_conditions(self.task, key)
         data = self.physics.init(qpos, qvel)
-        obs = self._observe(data, task_state)
+        obs = observation_groups(self.task, data, task_state)
         # Evaluate the reward once only to learn the component names/shapes; XLA drops the math.
         _, components = self.task.reward(
             data, jnp.zeros((self.action_size,), jnp.float32), task_state
         )
-        metrics = jax.tree.map(jnp.zeros_like, self._metrics(components))
-        return EnvState(
-            physics=data,
-            obs=obs,
-            reward=jnp.zeros((), jnp.float32),
-            terminated=jnp.zeros((), bool),
-            truncated=jnp.zeros((), bool),
-            final_obs=obs,
-            step_count=jnp.zeros((), jnp.int32),
-            task_state=task_state,
-            metrics=metrics,
-            key=key,
-        )
+        return EnvState.initial(data, obs, task_state, reward_metrics(components), key)
 
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
         """Advance one control step; resets automatically when the episode ends."""
-        task = self.task
         action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
-        key, k_reset, k_task = jax.random.split(state.key, 3)
-
-        ctrl = task.ctrl_from_action(action, state.task_state)
+        ctrl = self.task.ctrl_from_action(action, state.task_state)
         data = self.physics.step(state.physics, ctrl)
-        reward, components = task.reward(data, action, state.task_state)
-        terminated = jnp.asarray(task.terminated(data, state.task_state), bool)
-        task_state = task.update_task_state(data, action, state.task_state, k_task)
-        obs = self._observe(data, task_state)
-        metrics = self._metrics(components)
-        reward = jnp.asarray(reward, jnp.float32)
-
-        step_count = state.step_count + 1
-        truncated = step_count >= self.episode_length
-        done = terminated | truncated
-
-        # Always compute a fresh episode (exactly ``reset(k_reset)``) and select per leaf: no
-        # Python branching on traced values. XLA drops the parts of the reset that are not used.
-        fresh = self.reset(k_reset)
-
-        def pick(fresh: Any, cont: Any) -> Any:
-            return jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, cont)
-
-        return EnvState(
-            physics=pick(fresh.physics, data),
-            obs=pick(fresh.obs, obs),
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            final_obs=obs,
-            step_count=jnp.where(done, jnp.zeros_like(step_count), step_count),
-            task_state=pick(fresh.task_state, task_state),
-            metrics=metrics,
-            key=key,
+        state, (qpos0, qvel0) = post_physics(
+            self.task, data, action, state.task_state, state.key, state.step_count
         )
+        # Applying the reset, MJX's way: the fresh episode's physics is built on every step
+        # and selected per leaf (exactly ``reset(reset key)``'s physics and observation).
+        fresh = self.physics.init(qpos0, qvel0)
+        return auto_reset(state, fresh, observation_groups(self.task, fresh, state.task_state))

@@ -1,10 +1,12 @@
-"""Physics backend ``"mujoco"``: C MuJoCo stepped on CPU threads over a batch of envs.
+"""C MuJoCo physics for a batch of envs on CPU threads: :class:`MujocoBatchPhysics`.
 
-The reference system steps its envs with C MuJoCo on CPU cores; this backend does the same for
-any registered :class:`~unilab_jax.envs.base.Task` and reuses the task unchanged: its ``model``,
-``n_frames``, ``init_qpos_qvel``, ``ctrl_from_action``, ``observe``, ``reward``, ``terminated`` and
-task-state functions are the same JAX code the MJX backend runs, executed (jitted, vmapped) on
-the CPU device.
+The reference system steps its envs with C MuJoCo on CPU cores; this module is that physics,
+at the same height as :class:`~unilab_jax.envs.base.MjxPhysics`: it only advances the physics
+(``step``), applies resets (``init`` of some rows) and shows the task a view of the state
+(``view``). Everything else in a step is the task's JAX code, the same that runs on MJX:
+``vec_env.MujocoVecEnv`` (``make(..., sim_backend="mujoco")``) runs ``ctrl_from_action`` and
+:func:`~unilab_jax.envs.base.post_physics` (jitted, vmapped) on the CPU device around it. This
+module does not know about ``VecEnv``.
 
 Design (why it is built this way):
 
@@ -27,10 +29,10 @@ Design (why it is built this way):
   velocity-derived fields (``xpos``, ``sensordata``, ...) describe the state *before the last
   substep*; the batch reports them exactly so, so ``observe`` gets the same numbers on both
   backends. Reset envs get a full ``mj_forward`` (only the reset rows, so it is cheap).
-* **Same episodes as MJX.** Resets draw ``(qpos, qvel, task_state)`` with
-  :func:`~unilab_jax.envs.base.draw_initial_conditions`, the function ``Env.reset`` uses, from
-  the same per-step key splits as ``Env.step``; the reset rows are written into the batch's
-  state (float32 draws, exactly representable in float64).
+* **Same episodes as MJX.** ``MujocoVecEnv`` draws resets with
+  :func:`~unilab_jax.envs.base.post_physics`, the function ``Env.step`` calls;
+  :meth:`MujocoBatchPhysics.init` writes the reset rows into the batch's state (float32 draws,
+  exactly representable in float64).
 * **No silent resets.** C MuJoCo normally resets a diverged simulation to ``qpos0`` with only a
   printed warning. The backend's model copy disables that (``mjDSBL_AUTORESET``) and every step
   checks the batch's bad-qpos/qvel/qacc/ctrl warning counters, raising ``FloatingPointError``
@@ -46,7 +48,7 @@ import dataclasses
 import io
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -54,18 +56,20 @@ import mujoco
 import mujoco.batch as mujoco_batch  # ``import mujoco`` alone does not import it
 import numpy as np
 
-from unilab_jax.envs.base import (
-    Task,
-    draw_initial_conditions,
-    observation_groups,
-    reward_metrics,
-)
-from unilab_jax.envs.vec_env import VecEnv, VecEnvState
+from unilab_jax.envs.base import EnvState, Task, observation_groups, post_physics
 
 with contextlib.redirect_stdout(io.StringIO()):  # silence "Failed to import warp"
     from mujoco import mjx
 
-__all__ = ["MujocoVecEnv", "PhysicsView", "default_nthread", "fields_read_by"]
+__all__ = [
+    "MujocoBatchPhysics",
+    "PhysicsView",
+    "TaskTrace",
+    "default_nthread",
+    "fields_read_by",
+    "trace_step",
+    "trace_task",
+]
 
 #: mjx.Data fields that C MuJoCo's ``mj_step`` does not compute (MJX leaves them zero too):
 #: a task reading one would get another simulation's stale value from the batch.
@@ -141,17 +145,16 @@ class _FieldRecorder:
         return getattr(self._data, name)
 
 
-def _trace_task(task: Task, data: Any, key: jax.Array) -> tuple[dict, dict]:
-    """Every task function that reads physics, in ``Env.step``'s order; returns obs and metrics
-    (so one trace gives both the fields read and the output shapes)."""
-    action = jnp.zeros((task.action_size,), jnp.float32)
-    k_init, k_task = jax.random.split(key)
+def trace_step(task: Task, data: Any, key: jax.Array) -> EnvState:
+    """Every task function that reads physics, as a step runs them (:func:`post_physics` after
+    an initial observation); one trace gives the fields read and the output shapes."""
+    k_init, k_step = jax.random.split(key)
     task_state = task.init_task_state(k_init)
+    action = jnp.zeros((task.action_size,), jnp.float32)
+    # The reset's observation sees the initial task state (a task may read fields only then).
     observation_groups(task, data, task_state)
-    _, components = task.reward(data, action, task_state)
-    task.terminated(data, task_state)
-    task_state = task.update_task_state(data, action, task_state, k_task)
-    return observation_groups(task, data, task_state), reward_metrics(components)
+    state, _ = post_physics(task, data, action, task_state, k_step, jnp.zeros((), jnp.int32))
+    return state.replace(physics=None)  # ``data`` may be a field recorder, not a pytree
 
 
 def fields_read_by(task: Task, template: Any) -> tuple[str, ...]:
@@ -162,7 +165,7 @@ def fields_read_by(task: Task, template: Any) -> tuple[str, ...]:
     """
     seen: set[str] = set()
     jax.eval_shape(
-        lambda d, k: _trace_task(task, _FieldRecorder(d, seen), k),
+        lambda d, k: trace_step(task, _FieldRecorder(d, seen), k),
         template,
         jax.random.PRNGKey(0),
     )
@@ -184,45 +187,58 @@ def fields_read_by(task: Task, template: Any) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
-class MujocoVecEnv(VecEnv):
-    """``sim_backend="mujoco"``: a batch of C MuJoCo envs on ``nthread`` CPU threads.
+class TaskTrace(NamedTuple):
+    """What :func:`trace_task` learns about a task without running it."""
 
-    Attributes beyond :class:`~unilab_jax.envs.vec_env.VecEnv`'s: ``batch`` (the
-    ``mujoco.batch.Batch``; ``batch.qpos`` etc. are live float64 views of the physics state),
-    ``model`` (the batch's model: the task's with automatic reset disabled), ``nthread`` and
-    ``fields`` (the ``mjx.Data`` fields the task reads). :meth:`close` drops the batch and every
-    array bound from it, which stops its threads; a ``batch`` (or bound array) the caller still
-    holds keeps them alive until it is released too.
+    template: Any
+    """An ``mjx.Data`` of the task's model (its fields' MJX shapes and dtypes)."""
+    fields: tuple[str, ...]
+    """The ``mjx.Data`` fields the task reads (:func:`fields_read_by`)."""
+    state: EnvState
+    """Shapes of one env's state after :func:`~unilab_jax.envs.base.post_physics` (physics
+    left out)."""
+
+
+def trace_task(task: Task, device: jax.Device) -> TaskTrace:
+    """Trace ``task``'s step on ``device`` (no compute) to learn its fields and output shapes."""
+    with jax.default_device(device):
+        template = mjx.make_data(task.model, impl="jax")
+        fields = fields_read_by(task, template)
+        state = jax.eval_shape(lambda d, k: trace_step(task, d, k), template, jax.random.PRNGKey(0))
+    return TaskTrace(template, fields, state)
+
+
+class MujocoBatchPhysics:
+    """``num_envs`` C MuJoCo simulations of ``model`` in one ``mujoco.batch.Batch``.
+
+    The C MuJoCo counterpart of :class:`~unilab_jax.envs.base.MjxPhysics`, for a whole batch
+    (C MuJoCo cannot be vmapped): :meth:`init` sets rows to ``(qpos, qvel)``, :meth:`step`
+    advances every env ``n_frames`` substeps, :meth:`view` copies the ``fields`` the task reads
+    in MJX's shapes and dtypes. ``batch`` (live float64 views: ``batch.qpos``, ...) and ``model``
+    (the given one with automatic reset disabled) are public for tests and tools.
+    :meth:`close` drops the batch and every array bound from it, which stops its threads.
     """
-
-    sim_backend = "mujoco"
 
     def __init__(
         self,
-        task: Task,
-        name: str,
+        model: mujoco.MjModel,
+        n_frames: int,
         num_envs: int,
-        seed: int = 0,
+        template: Any,
+        fields: tuple[str, ...],
         *,
+        name: str,
         nthread: int | None = None,
     ) -> None:
-        self._cpu = jax.devices("cpu")[0]
-        with jax.default_device(self._cpu):
-            template = mjx.make_data(task.model, impl="jax")
-            self.fields = fields_read_by(task, template)
-            obs_shapes, metric_shapes = jax.eval_shape(
-                lambda d, k: _trace_task(task, d, k), template, jax.random.PRNGKey(0)
-            )
-        super().__init__(
-            task, name, num_envs, seed, {k: v.shape[-1] for k, v in obs_shapes.items()}
-        )
-        self._set_reward_keys(metric_shapes)
-
         nthread = default_nthread() if nthread is None else nthread
         if isinstance(nthread, bool) or not isinstance(nthread, int | np.integer) or nthread < 1:
             raise ValueError(f"nthread must be a positive int, got {nthread!r}")
+        self.name = name
+        self.num_envs = int(num_envs)
+        self.n_frames = int(n_frames)
         self.nthread = int(nthread)
-        model = copy.copy(task.model)
+        self.fields = tuple(fields)
+        model = copy.copy(model)
         model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
         self.model = model
         self.batch: mujoco_batch.Batch | None = mujoco_batch.Batch(
@@ -237,83 +253,13 @@ class MujocoVecEnv(VecEnv):
         self._qvel = self.batch.bind("qvel")
         self._ctrl = self.batch.bind("ctrl")
         self._warning_ids = sorted(_BAD_WARNINGS)
-        # The default ctrl_from_action is the identity: skip a jit dispatch per step.
-        self._identity_ctrl = type(task).ctrl_from_action is Task.ctrl_from_action
-        self._build_functions()
 
-        # Per-env carry between steps (set by init_state).
-        self._task_state: Any = None
-        self._keys: jax.Array | None = None
-        self._step_count = np.zeros(self.num_envs, np.int32)
-
-    # ----------------------------------------------------------------- jitted task code
-    def _build_functions(self) -> None:
-        task = self.task
-        episode_length = self.max_episode_steps
-
-        def ctrl_one(action: jax.Array, task_state: Any) -> jax.Array:
-            return jnp.asarray(task.ctrl_from_action(action, task_state), jnp.float32)
-
-        def observe_one(view: PhysicsView, task_state: Any) -> dict[str, jax.Array]:
-            return observation_groups(task, view, task_state)
-
-        def post_one(
-            view: PhysicsView,
-            action: jax.Array,
-            task_state: Any,
-            key: jax.Array,
-            step_count: jax.Array,
-        ) -> dict[str, Any]:
-            # The same order and key splits as Env.step, so both backends agree step by step.
-            key, k_reset, k_task = jax.random.split(key, 3)
-            reward, components = task.reward(view, action, task_state)
-            terminated = jnp.asarray(task.terminated(view, task_state), bool)
-            task_state = task.update_task_state(view, action, task_state, k_task)
-            obs = observation_groups(task, view, task_state)
-            step_count = step_count + 1
-            truncated = step_count >= episode_length
-            done = terminated | truncated
-            qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, k_reset)
-            task_state = jax.tree.map(
-                lambda fresh, cont: jnp.where(done, fresh, cont), task_state0, task_state
-            )
-            return {
-                "obs": obs,
-                "reward": jnp.asarray(reward, jnp.float32),
-                "terminated": terminated,
-                "truncated": truncated,
-                "done": done,
-                "metrics": reward_metrics(components),
-                "step_count": jnp.where(done, jnp.zeros_like(step_count), step_count),
-                "qpos0": qpos0,
-                "qvel0": qvel0,
-                "task_state": task_state,
-                "key": key,
-            }
-
-        self._ctrl_fn = jax.jit(jax.vmap(ctrl_one))
-        self._observe_fn = jax.jit(jax.vmap(observe_one))
-        self._initial_fn = jax.jit(jax.vmap(lambda k: draw_initial_conditions(task, k)))
-        self._post_fn = jax.jit(jax.vmap(post_one))
-
-    # ----------------------------------------------------------------- physics <-> view
     def _batch_or_raise(self) -> mujoco_batch.Batch:
         if self.batch is None:
-            raise RuntimeError(f"{self!r} is closed")
+            raise RuntimeError(f"{self.name} (mujoco) is closed")
         return self.batch
 
-    def _read_fields(self) -> dict[str, np.ndarray]:
-        """Copy the fields the task reads out of the batch, in MJX's shapes and dtypes."""
-        return {
-            f: np.array(self._bound[f], dtype=dtype).reshape(self.num_envs, *shape)
-            for f, (shape, dtype) in self._layout.items()
-        }
-
-    def _refresh_rows(self, view: dict[str, np.ndarray], ids: np.ndarray) -> None:
-        for f, (shape, dtype) in self._layout.items():
-            view[f][ids] = np.asarray(self._bound[f][ids], dtype=dtype).reshape(len(ids), *shape)
-
-    def _write_initial(self, ids: np.ndarray | None, qpos: np.ndarray, qvel: np.ndarray) -> None:
+    def init(self, ids: np.ndarray | None, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """Reset rows ``ids`` (all when None) to ``(qpos, qvel)`` and run ``mj_forward``."""
         batch = self._batch_or_raise()
         batch.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
@@ -321,6 +267,26 @@ class MujocoVecEnv(VecEnv):
         self._qpos[rows] = qpos
         self._qvel[rows] = qvel
         batch.forward(ids)
+
+    def step(self, ctrl: np.ndarray) -> None:
+        """Apply ``ctrl`` [N, nu] and advance every env ``n_frames`` substeps; raises
+        ``FloatingPointError`` if MuJoCo reported a diverged simulation."""
+        batch = self._batch_or_raise()
+        self._ctrl[:] = ctrl
+        batch.step(nstep=self.n_frames)
+        self._check_physics()
+
+    def view(self) -> dict[str, np.ndarray]:
+        """Copy the fields the task reads out of the batch, in MJX's shapes and dtypes."""
+        return {
+            f: np.array(self._bound[f], dtype=dtype).reshape(self.num_envs, *shape)
+            for f, (shape, dtype) in self._layout.items()
+        }
+
+    def refresh_rows(self, view: dict[str, np.ndarray], ids: np.ndarray) -> None:
+        """Update rows ``ids`` of a :meth:`view` copy in place (after :meth:`init` of them)."""
+        for f, (shape, dtype) in self._layout.items():
+            view[f][ids] = np.asarray(self._bound[f][ids], dtype=dtype).reshape(len(ids), *shape)
 
     def _check_physics(self) -> None:
         """Raise if MuJoCo reported a diverged simulation or a non-finite control."""
@@ -338,60 +304,8 @@ class MujocoVecEnv(VecEnv):
             "diverged (automatic reset is disabled so that this is not hidden)"
         )
 
-    # ----------------------------------------------------------------- VecEnv hooks
-    def _reset_all(self, keys: jax.Array, step_count: np.ndarray) -> dict[str, np.ndarray]:
-        with jax.default_device(self._cpu):
-            keys = jax.device_put(keys, self._cpu)
-            qpos0, qvel0, task_state, keys = self._initial_fn(keys)
-            self._write_initial(None, np.asarray(qpos0), np.asarray(qvel0))
-            obs = jax.device_get(self._observe_fn(PhysicsView(self._read_fields()), task_state))
-        self._task_state, self._keys = task_state, keys
-        self._step_count = step_count.astype(np.int32, copy=True)
-        return {k: np.asarray(v) for k, v in obs.items()}
-
-    def _step(self, actions: np.ndarray) -> VecEnvState:
-        batch = self._batch_or_raise()
-        with jax.default_device(self._cpu):
-            if self._identity_ctrl:
-                ctrl = actions
-            else:
-                ctrl = np.asarray(self._ctrl_fn(actions, self._task_state))
-            self._ctrl[:] = ctrl
-            batch.step(nstep=self.task.n_frames)
-            self._check_physics()
-
-            view = self._read_fields()
-            out = self._post_fn(
-                PhysicsView(view), actions, self._task_state, self._keys, self._step_count
-            )
-            host = jax.device_get({k: v for k, v in out.items() if k not in ("task_state", "key")})
-            done = np.asarray(host["done"])
-            final_obs = {k: np.asarray(v) for k, v in host["obs"].items()}
-            if done.any():
-                ids = np.flatnonzero(done)
-                self._write_initial(ids, host["qpos0"][ids], host["qvel0"][ids])
-                self._refresh_rows(view, ids)
-                fresh = jax.device_get(self._observe_fn(PhysicsView(view), out["task_state"]))
-                obs = {k: np.where(done[:, None], fresh[k], v) for k, v in final_obs.items()}
-            else:
-                obs = dict(final_obs)  # VecEnv.step makes obs and final_observation distinct
-        self._task_state, self._keys = out["task_state"], out["key"]
-        self._step_count = np.asarray(host["step_count"], np.int32)
-        return VecEnvState(
-            obs=obs,
-            reward=np.asarray(host["reward"]),
-            terminated=np.asarray(host["terminated"]),
-            truncated=np.asarray(host["truncated"]),
-            final_observation=final_obs,
-            info={
-                "log": self._reward_log(host["metrics"]),
-                "episode_step": self._step_count.copy(),
-            },
-        )
-
-    def _release(self) -> None:
-        # The batch's thread pool lives as long as any array bound from it: drop them all.
+    def close(self) -> None:
+        """Drop the batch: its thread pool lives as long as any array bound from it."""
         self._bound = {}
         self._qpos = self._qvel = self._ctrl = None
-        self._task_state = self._keys = None
         self.batch = None

@@ -1,10 +1,12 @@
 """Name -> task registry and the :func:`load` entry point.
 
 Each entry is a factory (``config -> Task``, usually the task class) plus its default frozen
-dataclass config. ``load(name, sim_backend, config_override)`` replaces config fields, builds the
-task and binds it to the MJX backend (the functional, jittable API). The numpy-facing vectorised
-env on either backend is ``unilab_jax.envs.make`` (``vec_env.py``), which builds its task with
-:func:`make_task`. Later issues add tasks with :func:`register`.
+dataclass config. ``load(name, config_override)`` replaces config fields, builds the task and
+binds it to MJX physics: an :class:`~unilab_jax.envs.base.Env`, the functional, jittable API
+the JAX core trains on (``"playground/..."`` / ``"brax/..."`` names give an adapter env, also
+MJX). ``load`` always means MJX; choosing a physics backend is ``unilab_jax.envs.make``'s job
+(``vec_env.py``, the numpy-facing batch), which builds its task with :func:`make_task`. Later
+issues add tasks with :func:`register`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ from dataclasses import dataclass, is_dataclass
 from typing import Any
 
 from unilab_jax.envs.adapters import ADAPTER_PREFIXES, adapter_names, load_adapter
-from unilab_jax.envs.base import Env, Task, apply_config_override
+from unilab_jax.envs.base import (
+    Env,
+    FunctionalEnv,
+    Task,
+    UnknownEnvError,
+    apply_config_override,
+)
 from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
@@ -27,7 +35,6 @@ from unilab_jax.envs.robots.quadruped import (
 )
 
 __all__ = [
-    "SIM_BACKENDS",
     "UnknownEnvError",
     "available_names",
     "default_config",
@@ -36,14 +43,6 @@ __all__ = [
     "register",
     "registered_names",
 ]
-
-#: Backends the functional ``load`` accepts. C MuJoCo ("mujoco") is not jittable, so it is only
-#: available through the vectorised ``unilab_jax.envs.make``.
-SIM_BACKENDS = ("mjx",)
-
-
-class UnknownEnvError(ValueError):
-    """Raised by :func:`load` for a name that was never registered."""
 
 
 @dataclass(frozen=True)
@@ -101,33 +100,16 @@ def make_task(name: str, config_override: Mapping[str, Any] | None = None) -> Ta
     return entry.factory(apply_config_override(entry.default_config, config_override))
 
 
-def load(
-    name: str,
-    sim_backend: str = "mjx",
-    config_override: Mapping[str, Any] | None = None,
-) -> Env:
-    """Build the environment ``name`` on ``sim_backend`` with optional config field overrides.
+def load(name: str, config_override: Mapping[str, Any] | None = None) -> FunctionalEnv:
+    """Build the environment ``name`` on MJX physics with optional config field overrides.
 
     ``"playground/<Name>"`` and ``"brax/<name>"`` load a MuJoCo Playground DM Control Suite
-    task or a Brax environment through ``unilab_jax.envs.adapters`` (MJX only).
+    task or a Brax environment through ``unilab_jax.envs.adapters``; other names are registered
+    tasks (an :class:`~unilab_jax.envs.base.Env`; unknown names raise ``UnknownEnvError``).
     """
     if name.startswith(ADAPTER_PREFIXES):
-        if sim_backend not in SIM_BACKENDS:
-            raise ValueError(f"{name}: adapter environments support sim_backend 'mjx' only")
         return load_adapter(name, config_override)
-    _entry(name)  # unknown names fail first, with the list of registered ones
-    if sim_backend not in SIM_BACKENDS:
-        if sim_backend == "mujoco":
-            raise ValueError(
-                "load() is the functional, jittable API and only 'mjx' is implemented for it: "
-                "C MuJoCo cannot be jitted. For the CPU backend use "
-                f"unilab_jax.envs.make({name!r}, num_envs, sim_backend='mujoco')."
-            )
-        raise ValueError(
-            f"Unknown sim_backend {sim_backend!r} for load(): only 'mjx' is implemented for the "
-            "functional API; unilab_jax.envs.make(...) also accepts 'mujoco'."
-        )
-    return Env(make_task(name, config_override), name=name, sim_backend=sim_backend)
+    return Env(make_task(name, config_override), name=name)
 
 
 register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig())

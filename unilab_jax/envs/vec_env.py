@@ -1,20 +1,23 @@
 """The numpy-facing vectorised environment: ``make(env_name, num_envs, sim_backend, ...)``.
 
 This is the env API the torch collector (``spec/reference_system.md`` §1.3) drives: numpy in,
-numpy out, one call steps every env, ended envs reset inside ``step``. Both physics backends
-sit behind the same class interface and run the same task code:
+numpy out, one call steps every env, ended envs reset inside ``step``. :func:`make` is the one
+place in ``unilab_jax.envs`` that reads ``sim_backend``; both physics backends sit behind the
+same class interface and run the same task code (the step pipeline of ``base.py``):
 
 * ``"mjx"`` (:class:`MjxVecEnv`): a thin numpy facade over ``jax.jit(jax.vmap(Env.step))``,
   the functional env the JAX core trains on, on the default JAX device.
-* ``"mujoco"`` (``mujoco_backend.MujocoVecEnv``): C MuJoCo stepped on CPU threads, the
-  reference system's backend; the task's observation / reward / termination code is the same
-  JAX code, run on the CPU device.
+* ``"mujoco"`` (:class:`MujocoVecEnv`): C MuJoCo physics
+  (``mujoco_backend.MujocoBatchPhysics``) stepped on CPU threads, the reference system's
+  backend; ``ctrl_from_action`` and :func:`~unilab_jax.envs.base.post_physics` (observation,
+  reward, termination, time limit, reset draw) are the same JAX code, run on the CPU device.
+  Only applying the reset differs: the reset rows are written into the C batch.
 
 Both draw episodes with the same keys (``jax.random.split(PRNGKey(seed), num_envs)`` for
-:meth:`VecEnv.init_state`, the same per-step key splits as ``Env.step`` afterwards) and stagger
-the step counters with the same numpy generator, so one seed gives the same initial conditions,
-time limits and resets on either backend: trajectories then differ only by the physics
-(float32 MJX vs float64 C MuJoCo).
+:meth:`VecEnv.init_state`, ``post_physics``'s key splits afterwards) and stagger the step
+counters with the same numpy generator, so one seed gives the same initial conditions, time
+limits and resets on either backend: trajectories then differ only by the physics (float32 MJX
+vs float64 C MuJoCo).
 
 Contract of :meth:`VecEnv.step` (all arrays numpy, leading dimension ``num_envs``):
 
@@ -44,13 +47,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from unilab_jax.envs.adapters import ADAPTER_PREFIXES, load_adapter
-from unilab_jax.envs.base import Env, EnvState, Task
+from unilab_jax.envs.base import (
+    Env,
+    EnvState,
+    Task,
+    draw_initial_conditions,
+    observation_groups,
+    post_physics,
+)
+from unilab_jax.envs.mujoco_backend import MujocoBatchPhysics, PhysicsView, trace_task
 from unilab_jax.envs.registry import make_task, registered_names
 
 __all__ = [
     "VEC_SIM_BACKENDS",
     "ActionSpace",
     "MjxVecEnv",
+    "MujocoVecEnv",
     "VecEnv",
     "VecEnvState",
     "make",
@@ -137,7 +149,8 @@ class VecEnv(abc.ABC):
     counters) and :meth:`_step` (one control step of every env, with automatic resets).
     """
 
-    #: ``"mjx"`` or ``"mujoco"``.
+    #: ``"mjx"`` or ``"mujoco"``: a label of the subclass (for ``repr`` and error messages);
+    #: :func:`make` is what chooses the backend.
     sim_backend: str = ""
 
     def __init__(
@@ -323,7 +336,7 @@ class MjxVecEnv(VecEnv):
     ) -> None:
         # ``env``: an already built Env-like (a Playground / Brax adapter); ``task`` is then
         # that env, which has the ``episode_length`` and ``action_size`` VecEnv reads.
-        self.env = env if env is not None else Env(task, name=name, sim_backend="mjx")
+        self.env = env if env is not None else Env(task, name=name)
         super().__init__(task, name, num_envs, seed, self.env.obs_size)
         shapes = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
         self._set_reward_keys(shapes.metrics)
@@ -354,6 +367,137 @@ class MjxVecEnv(VecEnv):
 
     def _release(self) -> None:
         self.jax_state = None
+
+
+class MujocoVecEnv(VecEnv):
+    """``sim_backend="mujoco"``: a batch of C MuJoCo envs on ``nthread`` CPU threads.
+
+    A step: ``ctrl_from_action`` (jitted, vmapped; skipped when it is the identity), C MuJoCo
+    physics for the batch, then :func:`~unilab_jax.envs.base.post_physics` (jitted, vmapped)
+    on a :class:`~unilab_jax.envs.mujoco_backend.PhysicsView` of the fields the task reads,
+    then the reset applied to the ended rows of the batch and their fresh observation.
+
+    Attributes beyond :class:`VecEnv`'s: ``physics`` (the
+    :class:`~unilab_jax.envs.mujoco_backend.MujocoBatchPhysics`) and, from it, ``batch`` (the
+    ``mujoco.batch.Batch``; ``batch.qpos`` etc. are live float64 views of the physics state),
+    ``model`` (the batch's model: the task's with automatic reset disabled), ``nthread`` and
+    ``fields`` (the ``mjx.Data`` fields the task reads). :meth:`close` drops the batch and every
+    array bound from it, which stops its threads; a ``batch`` (or bound array) the caller still
+    holds keeps them alive until it is released too.
+    """
+
+    sim_backend = "mujoco"
+
+    def __init__(
+        self,
+        task: Task,
+        name: str,
+        num_envs: int,
+        seed: int = 0,
+        *,
+        nthread: int | None = None,
+    ) -> None:
+        self._cpu = jax.devices("cpu")[0]
+        trace = trace_task(task, self._cpu)
+        super().__init__(
+            task, name, num_envs, seed, {k: v.shape[-1] for k, v in trace.state.obs.items()}
+        )
+        self._set_reward_keys(trace.state.metrics)
+        self.physics = MujocoBatchPhysics(
+            task.model,
+            task.n_frames,
+            self.num_envs,
+            trace.template,
+            trace.fields,
+            name=name,
+            nthread=nthread,
+        )
+        # The default ctrl_from_action is the identity: skip a jit dispatch per step.
+        self._identity_ctrl = type(task).ctrl_from_action is Task.ctrl_from_action
+        self._ctrl_fn = jax.jit(
+            jax.vmap(lambda a, ts: jnp.asarray(task.ctrl_from_action(a, ts), jnp.float32))
+        )
+        self._observe_fn = jax.jit(jax.vmap(lambda d, ts: observation_groups(task, d, ts)))
+        self._initial_fn = jax.jit(jax.vmap(lambda k: draw_initial_conditions(task, k)))
+
+        def post(*args: Any) -> tuple[EnvState, tuple[jax.Array, jax.Array]]:
+            state, reset = post_physics(task, *args)
+            # The view is the host's: returning it would copy every field out of the jit.
+            return state.replace(physics=None), reset
+
+        self._post_fn = jax.jit(jax.vmap(post))
+
+        # Per-env carry between steps (set by init_state).
+        self._task_state: Any = None
+        self._keys: jax.Array | None = None
+        self._step_count = np.zeros(self.num_envs, np.int32)
+
+    @property
+    def batch(self) -> Any:
+        return self.physics.batch
+
+    @property
+    def model(self) -> Any:
+        return self.physics.model
+
+    @property
+    def nthread(self) -> int:
+        return self.physics.nthread
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.physics.fields
+
+    def _reset_all(self, keys: jax.Array, step_count: np.ndarray) -> dict[str, np.ndarray]:
+        with jax.default_device(self._cpu):
+            keys = jax.device_put(keys, self._cpu)
+            qpos0, qvel0, task_state, keys = self._initial_fn(keys)
+            self.physics.init(None, np.asarray(qpos0), np.asarray(qvel0))
+            obs = jax.device_get(self._observe_fn(PhysicsView(self.physics.view()), task_state))
+        self._task_state, self._keys = task_state, keys
+        self._step_count = step_count.astype(np.int32, copy=True)
+        return {k: np.asarray(v) for k, v in obs.items()}
+
+    def _step(self, actions: np.ndarray) -> VecEnvState:
+        with jax.default_device(self._cpu):
+            if self._identity_ctrl:
+                ctrl = actions
+            else:
+                ctrl = np.asarray(self._ctrl_fn(actions, self._task_state))
+            self.physics.step(ctrl)
+            view = self.physics.view()
+            out, (qpos0, qvel0) = self._post_fn(
+                PhysicsView(view), actions, self._task_state, self._keys, self._step_count
+            )
+            # One transfer of what the host needs; the carry stays in JAX arrays.
+            host, (qpos0, qvel0) = jax.device_get(
+                (out.replace(task_state=None, key=None), (qpos0, qvel0))
+            )
+            final_obs = {k: np.asarray(v) for k, v in host.obs.items()}
+            done = np.asarray(host.done)
+            if done.any():
+                # Applying the reset, C MuJoCo's way: write the ended rows, observe them again.
+                ids = np.flatnonzero(done)
+                self.physics.init(ids, qpos0[ids], qvel0[ids])
+                self.physics.refresh_rows(view, ids)
+                fresh = jax.device_get(self._observe_fn(PhysicsView(view), out.task_state))
+                obs = {k: np.where(done[:, None], fresh[k], v) for k, v in final_obs.items()}
+            else:
+                obs = dict(final_obs)  # VecEnv.step makes obs and final_observation distinct
+        self._task_state, self._keys = out.task_state, out.key
+        self._step_count = np.asarray(host.step_count, np.int32)
+        return VecEnvState(
+            obs=obs,
+            reward=np.asarray(host.reward),
+            terminated=np.asarray(host.terminated),
+            truncated=np.asarray(host.truncated),
+            final_observation=final_obs,
+            info={"log": self._reward_log(host.metrics), "episode_step": self._step_count.copy()},
+        )
+
+    def _release(self) -> None:
+        self.physics.close()
+        self._task_state = self._keys = None
 
 
 def make(
@@ -394,8 +538,5 @@ def make(
             return MjxVecEnv(adapter, env_name, num_envs, seed, env=adapter)
         return MjxVecEnv(task, env_name, num_envs, seed)
     if sim_backend == "mujoco":
-        # Imported here: mujoco_backend builds on this module's VecEnv.
-        from unilab_jax.envs.mujoco_backend import MujocoVecEnv
-
         return MujocoVecEnv(task, env_name, num_envs, seed, nthread=nthread)
     raise ValueError(f"Unknown sim_backend {sim_backend!r}; expected one of {VEC_SIM_BACKENDS}")

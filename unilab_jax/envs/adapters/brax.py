@@ -25,7 +25,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from unilab_jax.envs.adapters import AdapterEnv, quiet_import
+from unilab_jax.envs.adapters.base import AdapterEnv, quiet_import
+from unilab_jax.envs.base import UnknownEnvError
 
 __all__ = ["BraxEnv", "brax_names", "make_brax_env"]
 
@@ -77,8 +78,6 @@ def make_brax_env(name: str, config_override: Mapping[str, Any] | None = None):
         raise ImportError(f"brax/{name} needs Brax: pip install brax==0.14.2 ({err})") from err
     names = sorted(envs._envs)
     if name not in names:
-        from unilab_jax.envs.registry import UnknownEnvError
-
         raise UnknownEnvError(
             f"Unknown Brax environment {name!r}; available: "
             + ", ".join(f"brax/{n}" for n in names)

@@ -26,7 +26,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from unilab_jax.envs.adapters import AdapterEnv, quiet_import
+from unilab_jax.envs.adapters.base import AdapterEnv, quiet_import
+from unilab_jax.envs.base import UnknownEnvError
 
 __all__ = ["PlaygroundEnv", "make_playground_env", "playground_names"]
 
@@ -101,8 +102,6 @@ def make_playground_env(name: str, config_override: Mapping[str, Any] | None = N
         ) from err
     names = sorted(suite.ALL_ENVS)
     if name not in names:
-        from unilab_jax.envs.registry import UnknownEnvError
-
         raise UnknownEnvError(
             f"Unknown Playground DM Control Suite task {name!r}; available: "
             + ", ".join(f"playground/{n}" for n in names)

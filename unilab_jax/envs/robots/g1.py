@@ -118,6 +118,7 @@ import mujoco
 import numpy as np
 
 from unilab_jax.envs.base import Task
+from unilab_jax.envs.robots.assets import robot_mjcf_path
 from unilab_jax.envs.robots.common import base_state
 
 __all__ = ["G1WalkFlat", "G1WalkFlatConfig", "build_g1_model"]
@@ -205,8 +206,6 @@ _FEET = ("left", "right")
 
 def _g1_mjcf_path() -> str:
     """The mjlab G1 MJCF (raises ``RobotAssetError`` with the pip command when missing)."""
-    from unilab_jax.envs.robots.assets import robot_mjcf_path
-
     return str(robot_mjcf_path("g1"))
 
 
