@@ -20,6 +20,7 @@ import pytest
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs import EnvState, UnknownEnvError, make
 from unilab_jax.envs.adapters import adapter_names, load_adapter
+from unilab_jax.trainer import resolve_algo_config
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -89,6 +90,13 @@ def test_playground_names_and_errors() -> None:
     assert env.episode_length == 7 and env.foreign._config.impl == "jax" and env.full_reset
     # CheetahRun's reset simulates 200 steps: it restarts from first states by default
     assert not load_adapter("playground/CheetahRun", None).full_reset
+    # The value support follows the discount: at Brax's 0.99 it holds returns up to
+    # 1 / (1 - 0.99) = 100 (rewards in [0, 1]); the gamma-0.97 support (-1, 40) would clip.
+    sac = resolve_algo_config("sac", env, {"gamma": 0.99})
+    assert (sac.v_min, sac.v_max) == (-3.0, 120.0)
+    assert (resolve_algo_config("td3", env, None).v_max) == 40.0  # the default 0.97
+    explicit = resolve_algo_config("sac", env, {"gamma": 0.99, "v_max": 50.0})
+    assert (explicit.v_min, explicit.v_max) == (-3.0, 50.0)  # an explicit edge wins
 
 
 @needs_brax

@@ -75,7 +75,7 @@ def test_smoke_reset_step_autoreset(name: str) -> None:
     assert env.action_size == action_size
     assert env.obs_size == sizes
     assert env.episode_length == SHORT_EPISODE
-    assert env.value_bounds is not None and env.value_bounds[0] < 0 < env.value_bounds[1]
+    assert env.reward_bounds is not None and env.reward_bounds[0] < 0 < env.reward_bounds[1]
 
     state = initial_state(c)
     structure = jax.tree.structure(state)

@@ -61,7 +61,7 @@ def test_sizes_and_model(g1: Compiled) -> None:
     assert env.obs_size == {"obs": 98, "critic": 101}
     assert env.episode_length == 1000
     assert env.task.control_dt == pytest.approx(0.02)
-    lo, hi = env.value_bounds
+    lo, hi = env.reward_bounds
     assert lo < 0 < hi
     model = env.task.model
     assert (model.nq, model.nv, model.nu) == (36, 35, 29)

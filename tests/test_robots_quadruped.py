@@ -74,7 +74,7 @@ def test_sizes_through_load(envs: Envs) -> None:
     assert env.action_size == 12
     assert env.obs_size == {"obs": 49, "critic": 52}
     assert env.episode_length == 1000
-    assert env.value_bounds == (-10.0, 60.0)
+    assert env.reward_bounds == (-0.3, 1.8)
     assert env.task.n_frames == 5 and env.task.model.opt.timestep == pytest.approx(0.004)
     assert envs.mujoco.obs_groups_spec == {"obs": (49,), "critic": (52,)}
     assert envs.mujoco.action_space.shape == (12,)

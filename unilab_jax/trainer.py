@@ -22,6 +22,7 @@ import numpy as np
 
 from unilab_jax import cpu_linalg
 from unilab_jax.algos.agent import Agent
+from unilab_jax.algos.c51 import value_support
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.checkpoint import CheckpointWriter
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
@@ -58,14 +59,11 @@ RUN_CONFIG_FILE = "run_config.json"
 
 
 def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
-    """The algorithm's config: its defaults, then the task's C51 value bounds (when the task
-    suggests some), then the caller's ``overrides`` (which win). Validated by ``Trainer``."""
+    """The algorithm's config: its defaults, then the caller's ``overrides`` (which win), then,
+    for a task that declares its per-step ``reward_bounds``, a value support derived from them
+    for the run's discount (``c51.value_support``), on each edge the caller did not set.
+    Validated by ``Trainer``."""
     cls = get_algo(algo).config_cls
-    cfg = cls()
-    if env.value_bounds is not None:
-        cfg = dataclasses.replace(
-            cfg, v_min=float(env.value_bounds[0]), v_max=float(env.value_bounds[1])
-        )
     overrides = dict(overrides or {})
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(overrides) - known)
@@ -73,7 +71,12 @@ def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
         raise ConfigError(
             f"unknown {algo} setting(s) {unknown}; valid settings: {', '.join(sorted(known))}"
         )
-    return dataclasses.replace(cfg, **overrides)
+    cfg = dataclasses.replace(cls(), **overrides)
+    if env.reward_bounds is not None:
+        derived = value_support(env.reward_bounds, cfg.gamma, env.episode_length)
+        support = dict(zip(("v_min", "v_max"), derived, strict=True))
+        cfg = dataclasses.replace(cfg, **{k: v for k, v in support.items() if k not in overrides})
+    return cfg
 
 
 @dataclass
@@ -203,7 +206,7 @@ def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
     if checkpointer is None and log_dir is not None and config.save_interval > 0:
         checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=run_config)
     # The health checks run first, so every other sink sees their warnings.
-    sinks = [_health_sink(trainer.algo_config), *sinks]
+    sinks = [_health_sink(trainer), *sinks]
     saver = None
     if checkpointer is not None:
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
@@ -253,8 +256,15 @@ def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_
     raise run_stopped(signum, done, checkpoint, summary, saved)
 
 
-def _health_sink(algo_config: Any) -> HealthSink:
-    return HealthSink(algo_config.v_min, algo_config.v_max, algo_config.gamma)
+def _health_sink(trainer: Trainer) -> HealthSink:
+    """The health checks, suggesting the task's derived support when it declares one."""
+    cfg, env = trainer.algo_config, trainer.env
+    suggest = (None, None)
+    if env.reward_bounds is not None:
+        suggest = value_support(env.reward_bounds, cfg.gamma, env.episode_length)
+    return HealthSink(
+        cfg.v_min, cfg.v_max, cfg.gamma, suggest_v_min=suggest[0], suggest_v_max=suggest[1]
+    )
 
 
 def _jsonable(config: Any) -> dict:

@@ -1,8 +1,11 @@
-"""Runs a long off-policy `learn()` with the console display; used by the Ctrl+C test.
+"""Runs a long off-policy `learn()` with the console display; used by the signal tests.
 
-Usage: python interrupt_script.py LOG_DIR. Writes "READY <collector pid>" straight to stdout
-after the first training iteration, then keeps training until interrupted. SIGUSR1 dumps
-every thread's stack to stderr (the test asks for it when the run does not exit in time).
+Usage: python interrupt_script.py LOG_DIR [KIND]. KIND: "single" (default, `OffPolicyRunner`),
+"double" (`DoubleBufferOffPolicyRunner`), "multi" (`MultiGPUOffPolicyRunner`, two gloo ranks)
+or "slow" (a single learner whose iterations from the 3rd on take 30 s: a first signal would
+wait for the iteration, a second must not). Writes "READY" straight to stdout after the first
+training iteration (after the 2nd for "slow"), then keeps training until stopped. SIGUSR1
+dumps every thread's stack to stderr (the tests ask for it when the run does not exit in time).
 """
 
 from __future__ import annotations
@@ -11,37 +14,74 @@ import faulthandler
 import os
 import signal
 import sys
+import time
 
 import torch
 
 from unilab.algos.torch.fast_sac.learner import FastSACLearner
+from unilab.algos.torch.offpolicy.double_buffer_runner import DoubleBufferOffPolicyRunner
+from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 
+SLOW_ITERATION_S = 30.0
+LEARNER_KWARGS = dict(obs_dim=3, action_dim=1, critic_obs_dim=3, actor_hidden_dim=32,
+                      critic_hidden_dim=32, v_min=-5.0, v_max=40.0)  # fmt: skip
 
-class _ReadyRunner(OffPolicyRunner):
-    ready_printed = False
+
+class _Ready:
+    """Announces the first trained iteration (in rank 0 with several ranks)."""
+
+    ready_after = 1
 
     def _iteration(self, iteration, run, logger):
         super()._iteration(iteration, run, logger)
-        if not self.ready_printed:
-            self.ready_printed = True
-            pid = self._collector_process.pid
-            os.write(sys.stdout.fileno(), f"\nREADY {pid}\n".encode())
+        if iteration == self.ready_after and logger is not None:
+            os.write(sys.stdout.fileno(), f"\nREADY {iteration}\n".encode())
+
+
+class ReadyRunner(_Ready, OffPolicyRunner):
+    pass
+
+
+class ReadyDoubleBufferRunner(_Ready, DoubleBufferOffPolicyRunner):
+    pass
+
+
+class ReadyMultiRunner(_Ready, MultiGPUOffPolicyRunner):
+    pass
+
+
+class SlowRunner(ReadyRunner):
+    ready_after = 2
+
+    def _train(self, iteration, rec):
+        if iteration > self.ready_after:
+            time.sleep(SLOW_ITERATION_S)
+        return super()._train(iteration, rec)
 
 
 def main() -> None:
     # Start like a Python launched from a shell. An ignored SIGINT is inherited across exec, and
     # Python then keeps it ignored: a test process that ignores SIGINT (measured: after earlier
-    # tests of the suite) would otherwise hand this run a Ctrl+C it can never see.
+    # tests of the suite) would otherwise hand this run a Ctrl+C it can never see. The same
+    # for SIGTERM (the runner installs its handlers only over the defaults).
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     torch.set_num_threads(1)
-    learner = FastSACLearner(3, 1, 3, actor_hidden_dim=32, critic_hidden_dim=32, v_min=-5, v_max=40)
-    runner = _ReadyRunner(
-        learner, "PendulumSwingup", "sac", num_envs=16, replay_buffer_n=64, batch_size=32,
-        updates_per_step=2, policy_frequency=2, actor_hidden_dim=32, seed=0,
-        sync_collection=True,
+    kind = sys.argv[2] if len(sys.argv) > 2 else "single"
+    kwargs = dict(
+        num_envs=16, replay_buffer_n=64, batch_size=32, updates_per_step=2, policy_frequency=2,
+        actor_hidden_dim=32, seed=0, sync_collection=True,
     )  # fmt: skip
+    learner = FastSACLearner(**LEARNER_KWARGS)
+    if kind == "multi":
+        runner = ReadyMultiRunner(
+            learner, "PendulumSwingup", "sac", LEARNER_KWARGS, num_gpus=2, **kwargs
+        )
+    else:
+        cls = {"single": ReadyRunner, "double": ReadyDoubleBufferRunner, "slow": SlowRunner}[kind]
+        runner = cls(learner, "PendulumSwingup", "sac", **kwargs)
     runner.learn(max_iterations=1_000_000, save_interval=0, log_dir=sys.argv[1],
                  logger_type="console")  # fmt: skip
 

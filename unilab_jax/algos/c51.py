@@ -30,9 +30,26 @@ __all__ = [
     "clipped_target_mass",
     "expected_value",
     "make_support",
+    "value_support",
 ]
 
 Array = jax.Array
+
+
+def value_support(
+    reward_bounds: tuple[float, float], gamma: float, episode_length: int
+) -> tuple[float, float]:
+    """The C51 support ``(v_min, v_max)`` for per-step rewards within ``reward_bounds``.
+
+    A critic bootstraps through the time limit (from the true final observation), so it
+    estimates the infinite-horizon discounted return, bounded by ``r / (1 - gamma)``;
+    termination only cuts it short, so the same bounds hold. With ``gamma == 1`` the horizon
+    is the episode. The task's bounds carry its margin; the result is rounded to 4 decimals
+    (so that (-0.15, 1.2) at 0.97 gives exactly (-5, 40)).
+    """
+    horizon = 1.0 / (1.0 - gamma) if gamma < 1.0 else float(episode_length)
+    low, high = reward_bounds
+    return round(min(low, 0.0) * horizon, 4), round(max(high, 0.0) * horizon, 4)
 
 
 def make_support(v_min: float, v_max: float, num_atoms: int) -> Array:

@@ -181,8 +181,10 @@ class Task(abc.ABC):
     and with any physics backend that provides ``mjx.Data``-named fields.
     """
 
-    #: Suggested C51 value support for this task's returns at gamma 0.97 (None: no suggestion).
-    value_bounds: tuple[float, float] | None = None
+    #: Per-step reward bounds, padded with a margin, from which the default C51 value support
+    #: is derived for any discount: ``reward_bounds / (1 - gamma)`` (``unilab_jax.algos.c51.
+    #: value_support``). None: no suggestion (the algorithm's own default support).
+    reward_bounds: tuple[float, float] | None = None
     #: Run a full ``mjx.forward`` at reset (needed when ``observe`` reads sensors or body
     #: velocities); kinematics alone otherwise.
     reset_forward: bool = False
@@ -419,8 +421,9 @@ class FunctionalEnv(abc.ABC):
         """Control steps before truncation."""
 
     @property
-    def value_bounds(self) -> tuple[float, float] | None:
-        """Suggested C51 value support at gamma 0.97 (None: no suggestion)."""
+    def reward_bounds(self) -> tuple[float, float] | None:
+        """Padded per-step reward bounds; the default C51 support is derived from them for the
+        run's discount (None: no suggestion)."""
         return None
 
     @abc.abstractmethod
@@ -487,8 +490,8 @@ class Env(FunctionalEnv):
         return self.task.episode_length
 
     @property
-    def value_bounds(self) -> tuple[float, float] | None:
-        return self.task.value_bounds
+    def reward_bounds(self) -> tuple[float, float] | None:
+        return self.task.reward_bounds
 
     def reset(self, key: jax.Array) -> EnvState:
         """Start one episode from ``key``."""

@@ -17,7 +17,8 @@ pole on a free hinge; the motor pushes the cart with up to ``max_force`` = 10 N.
   Components are logged as ``reward/alive`` and ``reward/control``. The step that terminates
   still earns its reward; the learner stops bootstrapping after it.
 * Termination: ``|theta| > 0.4`` rad or ``|x| > 2.4`` m. Episode length 500 control steps (10 s).
-* ``value_bounds`` = (-1, 40): discounted returns at gamma 0.97 lie in [-0.33, 33.3].
+* ``reward_bounds`` = (-0.03, 1.2): the per-step reward lies in [-0.01, 1], padded; the default
+  value support is ``reward_bounds / (1 - gamma)``, (-1, 40) at gamma 0.97.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class CartpoleBalanceConfig:
 class CartpoleBalance(Task):
     """Cart-pole balancing with termination on a fall (see module docstring)."""
 
-    value_bounds = (-1.0, 40.0)
+    reward_bounds = (-0.03, 1.2)
 
     def __init__(self, config: CartpoleBalanceConfig | None = None) -> None:
         super().__init__(config or CartpoleBalanceConfig())

@@ -20,7 +20,8 @@ no self-collision. Physics step 0.01 s with 1 Newton iteration / 12 line-search 
 
   Components are logged as ``reward/run`` and ``reward/control``.
 * Episode length 1000 control steps (50 s); no termination (flipping over is allowed).
-* ``value_bounds`` = (-5, 40): discounted returns at gamma 0.97 lie in [-3.3, 33.3].
+* ``reward_bounds`` = (-0.15, 1.2): the per-step reward lies in [-0.1, 1], padded; the default
+  value support is ``reward_bounds / (1 - gamma)``, (-5, 40) at gamma 0.97.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class CheetahRunConfig:
 class CheetahRun(Task):
     """Planar cheetah running forward (see module docstring)."""
 
-    value_bounds = (-5.0, 40.0)
+    reward_bounds = (-0.15, 1.2)
 
     def __init__(self, config: CheetahRunConfig | None = None) -> None:
         super().__init__(config or CheetahRunConfig())

@@ -21,7 +21,8 @@ Physics step 0.01 s, ``n_frames`` = 5, so one control step is 0.05 s.
   uniform-random policy scores about 45 (0 to 120 depending on the random start, whose energy the
   lightly damped pole keeps), a hand-written energy-pumping + PD controller about 165 (100 to 200;
   it needs a few seconds to swing up, then earns ~0.99 per step).
-* ``value_bounds`` = (-5, 40): discounted returns at gamma 0.97 lie in [-3.3, 33.3].
+* ``reward_bounds`` = (-0.15, 1.2): the per-step reward lies in [-0.1, 1], padded; the default
+  value support is ``reward_bounds / (1 - gamma)``, (-5, 40) at gamma 0.97.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class PendulumSwingupConfig:
 class PendulumSwingup(Task):
     """Torque-limited pendulum swing-up (see module docstring)."""
 
-    value_bounds = (-5.0, 40.0)
+    reward_bounds = (-0.15, 1.2)
 
     def __init__(self, config: PendulumSwingupConfig | None = None) -> None:
         super().__init__(config or PendulumSwingupConfig())

@@ -27,6 +27,7 @@ Deviations from the reference, besides those listed in `unilab_jax.logging.commo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -147,6 +148,8 @@ class OffPolicyLogger(BaseTrainingLogger):
         self._buffer_utilization: float = 0.0
         self._sync_collection = False
         self._env_steps_per_sync: int = 0
+        self._eval: tuple[int, float, float] | None = None  # (iteration, return, length)
+        self._best_eval: float | None = None
         self._staging_pool_len: int = 0
         self._staging_pool_max: int = 0
         super().__init__(
@@ -266,6 +269,18 @@ class OffPolicyLogger(BaseTrainingLogger):
         self._refresh()
         self._log_step_scalars(metrics, reward, reward_metrics, reward_components)
 
+    def log_eval(self, iteration: int, mean_return: float, mean_length: float) -> None:
+        """A deterministic evaluation at ``iteration``: shown in the panel and written as
+        ``eval/mean_return`` and ``eval/mean_length`` at the current env step."""
+        self._eval = (int(iteration), float(mean_return), float(mean_length))
+        self._best_eval = max(self._best_eval or -math.inf, float(mean_return))
+        self._refresh()
+        if self._tb_writer is None and self._wandb_run is None:
+            return
+        step = self._total_steps if self._total_steps > 0 else int(iteration)
+        scalars = {"eval/mean_return": float(mean_return), "eval/mean_length": float(mean_length)}
+        self._log_backend_scalars(scalars, step, iteration=int(iteration))
+
     def log_status(self, status: str) -> None:
         """Set the status line (forced redraw before training or for errors)."""
         super().log_status(status)
@@ -357,6 +372,10 @@ class OffPolicyLogger(BaseTrainingLogger):
             table.add_row(label, Text(value, style="bold"))
         else:
             table.add_row(Text("Waiting for episodes...", style="dim italic"), "")
+        if self._eval is not None:
+            iteration, value, length = self._eval
+            text = f"{value:.3f} (best {self._best_eval:.3f}, len {length:.0f}, it {iteration})"
+            table.add_row("Eval return", Text(text, style="bold cyan"))
         for key in sorted(self._latest_reward_components):
             value = self._latest_reward_components[key]
             name = key.removeprefix("reward/")

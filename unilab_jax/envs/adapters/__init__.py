@@ -10,7 +10,7 @@ Two sources are supported, each behind a name prefix:
 
 An adapter (``base.AdapterEnv``) is a :class:`~unilab_jax.envs.base.FunctionalEnv`, like
 ``Env``: it has exactly the members the training loop, the trainer and the CLI use (``name``,
-``reset``, ``step``, ``obs_size``, ``action_size``, ``episode_length``, ``value_bounds``) and
+``reset``, ``step``, ``obs_size``, ``action_size``, ``episode_length``, ``reward_bounds``) and
 returns our :class:`~unilab_jax.envs.EnvState`. The foreign env's own state is kept, whole, in
 ``EnvState.physics`` (any pytree of arrays is allowed there). Only the foreign env's pure
 ``reset``/``step`` are used: the time limit and the automatic reset are ours (the same

@@ -65,7 +65,7 @@ class AdapterEnv(FunctionalEnv):
         foreign: Any,
         *,
         episode_length: int,
-        value_bounds: tuple[float, float] | None = None,
+        reward_bounds: tuple[float, float] | None = None,
         full_reset: bool = True,
     ) -> None:
         if int(episode_length) < 1:
@@ -75,7 +75,7 @@ class AdapterEnv(FunctionalEnv):
         self.full_reset = bool(full_reset)
         self._action_size = int(foreign.action_size)
         self._episode_length = int(episode_length)
-        self._value_bounds = value_bounds
+        self._reward_bounds = reward_bounds
         # MJX underneath: keep jaxlib 0.10.2's batched LAPACK kernels off the CPU (cpu_linalg).
         cpu_linalg.install_on_cpu()
 
@@ -112,8 +112,8 @@ class AdapterEnv(FunctionalEnv):
         return self._episode_length
 
     @property
-    def value_bounds(self) -> tuple[float, float] | None:
-        return self._value_bounds
+    def reward_bounds(self) -> tuple[float, float] | None:
+        return self._reward_bounds
 
     # ----------------------------------------------------------------- API
     def reset(self, key: jax.Array) -> EnvState:

@@ -57,7 +57,7 @@ class BraxEnv(AdapterEnv):
             f"brax/{name}",
             env,
             episode_length=episode_length,
-            value_bounds=None,  # reward scales differ too much between Brax envs to suggest one
+            reward_bounds=None,  # reward scales differ too much between Brax envs to suggest one
             full_reset=full_reset,
         )
 

@@ -32,7 +32,9 @@ from unilab_jax.envs.base import UnknownEnvError
 __all__ = ["PlaygroundEnv", "make_playground_env", "playground_names"]
 
 #: DM Control Suite rewards lie in [0, 1] per step: returns at gamma 0.97 are at most ~33.
-DM_CONTROL_VALUE_BOUNDS = (-1.0, 40.0)
+#: DM Control Suite rewards lie in [0, 1]; padded, so the support at gamma 0.97 is (-1, 40)
+#: and at Brax's 0.99 (-3, 120).
+DM_CONTROL_REWARD_BOUNDS = (-0.03, 1.2)
 #: Tasks whose reset simulates (CheetahRun settles for 200 physics steps): by default they
 #: restart each env from its first initial state instead of computing a reset on every step.
 SIMULATING_RESETS = frozenset({"CheetahRun"})
@@ -79,7 +81,7 @@ class PlaygroundEnv(AdapterEnv):
             f"playground/{name}",
             env,
             episode_length=episode_length,
-            value_bounds=DM_CONTROL_VALUE_BOUNDS,
+            reward_bounds=DM_CONTROL_REWARD_BOUNDS,
             full_reset=full_reset,
         )
 

@@ -103,8 +103,9 @@ Truncation: 1000 control steps (20 s).
 Initial state: default pose plus ``U[-0.05, 0.05]`` rad per joint (clipped to the range), zero
 velocity, random gait phase.
 
-``value_bounds`` = (-10, 60): per-step rewards lie in roughly [-3, 1.8] for a robot that does
-not fall, so discounted returns at gamma 0.97 stay within [-10, 60].
+``reward_bounds`` = (-0.3, 1.8): per-step rewards lie in roughly [-3, 1.8] for a robot that does
+not fall (rarely below -0.3 for long); the default value support is
+``reward_bounds / (1 - gamma)``, (-10, 60) at gamma 0.97.
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ def _jacobian(choice: str) -> mujoco.mjtJacobian:
 class G1WalkFlat(Task):
     """Unitree G1 velocity tracking on flat ground (see module docstring)."""
 
-    value_bounds = (-10.0, 60.0)
+    reward_bounds = (-0.3, 1.8)
 
     def __init__(self, config: G1WalkFlatConfig | None = None) -> None:
         super().__init__(config or G1WalkFlatConfig())

@@ -61,8 +61,10 @@ Joint order is the MJCF's (Go1: FR, FL, RR, RL; Go2: FL, FR, RL, RR), each leg
 * **Initial state**: standing pose (Go2: the MJCF's ``home`` key; Go1: thigh 0.9, calf -1.8 rad,
   hip 0) with ``U[-0.1, 0.1]`` rad joint noise, random yaw, the trunk at the height where the
   feet touch the ground, zero velocity; random gait phase.
-* ``value_bounds`` = (-10, 60): per-step reward lies in about [-2, 1.7] while not falling plus
-  one -5 at a fall, so discounted returns at gamma 0.97 lie in roughly [-10, 57].
+* ``reward_bounds`` = (-0.3, 1.8): the per-step reward lies in about [-2, 1.7] while not falling
+  (rarely below -0.3 for long) plus one -5 at a fall; the default value support is
+  ``reward_bounds / (1 - gamma)``, (-10, 60) at gamma 0.97, holding discounted returns of
+  roughly [-10, 57].
 """
 
 from __future__ import annotations
@@ -290,7 +292,7 @@ def build_quadruped_model(
 class QuadrupedJoystick(Task):
     """A quadruped following a (vx, vy, yaw rate) command on flat ground (module docstring)."""
 
-    value_bounds = (-10.0, 60.0)
+    reward_bounds = (-0.3, 1.8)
     #: The robot model; set by subclasses.
     robot: ClassVar[RobotSpec]
 
