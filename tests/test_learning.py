@@ -40,6 +40,13 @@ def test_sac_learns_pendulum_swingup():
     returns = [h["mean_return"] for h in result.history if h["mean_return"] is not None]
     print(result.summary, [round(r, 1) for r in returns])
     assert result.summary["eval_mean_return"] >= THRESHOLD
+    # Periodic evaluation (about 10 per run by default) draws the deterministic policy's curve.
+    evals = [(h["iteration"], h["eval_return"]) for h in result.history if "eval_return" in h]
+    print("evals", [(i, round(r, 1)) for i, r in evals])
+    assert [i for i, _ in evals] == list(range(100, 1001, 100))
+    assert evals[-1][1] == result.summary["eval_mean_return"]
+    assert evals[0][1] < THRESHOLD <= result.summary["best_eval_return"]
+    assert result.summary["eval_time_sec"] < result.summary["training_wall_time_sec"]
     # The training episodes improved too: late returns beat the early ones and random play.
     assert max(returns[-5:]) > RANDOM_POLICY_RETURN + 30
     assert sum(returns[-5:]) / 5 > sum(returns[:3]) / 3 + 50
@@ -84,6 +91,7 @@ def test_td3_on_go1_raises_the_return_of_the_exploring_policy():
         log_interval=50,
         save_interval=0,
         eval_envs=32,
+        eval_interval=0,  # the final evaluation only: each costs seconds on Go1
         seed=0,
         env_overrides={"episode_length": 200},
     )

@@ -127,6 +127,7 @@ def test_tensorboard_writes_documented_keys_at_collector_step(make_logger, tmp_p
             weight_sync_time=0.0002,
             extra_info={"throughput_steps": 1024},
         )
+    logger.log_eval(3, mean_return=42.5, mean_length=200.0)
     logger.close()
 
     # Event files go directly into log_dir (no "tb" subdirectory for off-policy runs).
@@ -152,6 +153,8 @@ def test_tensorboard_writes_documented_keys_at_collector_step(make_logger, tmp_p
         "axis/iteration": 3.0,
         "axis/env_steps_total": 3000.0,
         "perf/iter_ms": 4.7,
+        "eval/mean_return": 42.5,
+        "eval/mean_length": 200.0,
     }
     tags = set(acc.Tags()["scalars"])
     assert set(expected) <= tags
@@ -214,6 +217,8 @@ def test_dashboard_shows_header_metrics_rewards_and_timing(make_logger):
     logger.log_step(
         6, reward=2.5, train_time=0.5, wait_time=0.002, extra_info={"throughput_steps": 4096}
     )
+    logger.log_eval(4, 7.25, 180.0)
+    logger.log_eval(6, 6.5, 190.0)
     logger.close()
     # The last rendered frame is the one after close().
     text = plain(buf.getvalue()).split("UniLab Off-Policy Training")[-1]
@@ -232,6 +237,7 @@ def test_dashboard_shows_header_metrics_rewards_and_timing(make_logger):
     assert re.search(r"Buffer Rows\s+2\.50e\+06", text)
 
     assert "Mean 2.000 / Peak 2.500" in text
+    assert re.search(r"Eval return\s+6\.500 \(best 7\.250, len 190, it 6\)", text)
     assert re.search(r"tracking\s+\+0\.5000", text)
     assert re.search(r"torques\s+-0\.0123", text)
     assert "reward/tracking" not in text

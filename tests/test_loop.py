@@ -147,3 +147,24 @@ def test_a_value_support_too_small_for_the_returns_warns_and_names_the_fix(run):
     assert "beyond v_max = 2 (train/target_clip_high)" in warning
     assert "raise v_max (--v-max)" in warning and "--gamma" in warning
     assert [h.get("warnings") for h in result.history].count([warning]) == 1  # said once
+
+
+def test_periodic_evaluation_every_interval_and_at_the_end_compiled_once(trainer):
+    config = dataclasses.replace(TINY, eval_envs=4, eval_interval=3)  # rounded up to 4
+    result = train(config, trainer=trainer, quiet=True)
+    evaluated = [h["iteration"] for h in result.history if "eval_return" in h]
+    assert evaluated == [4, 6]  # every 4 iterations, and after the last block
+    last = result.history[-1]
+    assert 1 <= last["eval_length"] <= 5 and last["eval_sec"] > 0  # episode_length 5
+    summary = result.summary
+    assert summary["eval_mean_return"] == last["eval_return"]
+    best = max((h for h in result.history if "eval_return" in h), key=lambda h: h["eval_return"])
+    assert summary["best_eval_return"] == best["eval_return"]
+    assert summary["best_eval_env_steps"] == best["iteration"] * 8
+    assert summary["best_eval_elapsed_sec"] == best["elapsed_sec"]
+    assert summary["eval_time_sec"] == pytest.approx(
+        sum(h.get("eval_sec", 0) for h in result.history)
+    )
+    assert trainer._evaluators[4]._cache_size() == 1  # one compilation for every evaluation
+    assert dataclasses.replace(TINY, eval_interval=0, eval_envs=4).resolved_eval_interval == 0
+    assert TrainConfig(max_iterations=1500, log_interval=10).resolved_eval_interval == 150

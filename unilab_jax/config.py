@@ -54,7 +54,10 @@ class TrainConfig:
     num_devices: int = 1
     """Devices of the ``"data"`` mesh axis; envs, replay and batch are split over them."""
     eval_envs: int = 64
-    """Envs of the deterministic evaluation episode run after training; 0 disables it."""
+    """Fresh envs of each deterministic evaluation (one full episode each); 0: no evaluation."""
+    eval_interval: int | None = None
+    """Iterations between evaluations (rounded up to a log interval), plus one after the last
+    iteration; None: about 10 per run; 0: only the final one."""
     seed: int = 0
     """PRNG seed for parameters, envs, exploration and sampling."""
     env_overrides: dict | None = field(default=None, hash=False)
@@ -65,6 +68,14 @@ class TrainConfig:
         if self.policy_frequency is not None:
             return self.policy_frequency
         return get_algo(self.algo).default_policy_frequency
+
+    @property
+    def resolved_eval_interval(self) -> int:
+        """Iterations between evaluations, a multiple of ``log_interval`` (0: final only)."""
+        interval = self.max_iterations // 10 if self.eval_interval is None else self.eval_interval
+        if interval <= 0 or self.eval_envs <= 0:
+            return 0
+        return -(-interval // self.log_interval) * self.log_interval
 
     @property
     def capacity(self) -> int:
@@ -97,9 +108,15 @@ class TrainConfig:
             # bool is an int in Python; True is not a size.
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.eval_interval is not None and (
+            isinstance(self.eval_interval, bool) or not isinstance(self.eval_interval, int)
+        ):
+            raise ConfigError(f"eval_interval must be an integer, got {self.eval_interval!r}")
         for name in ("max_iterations", "learning_starts", "save_interval", "eval_envs"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.eval_interval is not None and self.eval_interval < 0:
+            raise ConfigError(f"eval_interval must be >= 0, got {self.eval_interval}")
         if self.batch_size > self.capacity:
             raise ConfigError(
                 f"batch_size {self.batch_size} is larger than the replay buffer "

@@ -320,23 +320,26 @@ def make_train_step(
 
 
 def make_evaluate(env: Env, agent: Agent, num_envs: int) -> Callable:
-    """``evaluate(agent_state, key) -> (mean_return, returns [num_envs])``: one full episode
-    per env from fresh resets with the deterministic policy (SAC: tanh of the mean; TD3: the
-    actor without noise). Episodes that terminate early stop accumulating reward."""
+    """``evaluate(agent_state, key) -> (mean_return, returns [num_envs], lengths [num_envs])``:
+    one full episode per env from fresh resets with the deterministic policy (SAC: tanh of the
+    mean; TD3: the actor without noise). Episodes that terminate early stop accumulating reward
+    and length."""
 
     def evaluate(agent_state, key: jax.Array):
         state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
 
         def step(carry, _):
-            env_state, alive, total = carry
+            env_state, alive, total, length = carry
             actions = agent.act(agent_state, env_state.obs["obs"])
             nxt = jax.vmap(env.step)(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
+            length = length + alive.astype(jnp.int32)
             alive = alive & ~(nxt.terminated | nxt.truncated)
-            return (nxt, alive, total), None
+            return (nxt, alive, total, length), None
 
-        init = (state, jnp.ones((num_envs,), bool), jnp.zeros((num_envs,), jnp.float32))
-        (_, _, returns), _ = jax.lax.scan(step, init, None, length=env.episode_length)
-        return jnp.mean(returns), returns
+        zeros = jnp.zeros((num_envs,), jnp.float32)
+        init = (state, jnp.ones((num_envs,), bool), zeros, zeros.astype(jnp.int32))
+        (_, _, returns, lengths), _ = jax.lax.scan(step, init, None, length=env.episode_length)
+        return jnp.mean(returns), returns, lengths
 
     return jax.jit(evaluate)

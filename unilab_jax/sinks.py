@@ -17,8 +17,13 @@ call's reduced metrics into one *block record* (a plain dict, kept in ``TrainRes
 ``learner``          mean learner metrics over the block's learning iterations ({} if none)
 ``components``       mean per-step reward components
 ``sec_per_iter``     wall-clock seconds per iteration of the block
+``elapsed_sec``      wall-clock seconds since ``train`` began (compile and earlier evaluations
+                     included), taken when the block's results arrived
 ``checkpoint``       path written after this block (added by ``CheckpointSink``), or absent
 ``warnings``         new warnings raised after this block (added by ``HealthSink``), or absent
+``eval_return``      mean return of the deterministic evaluation run after this block (added
+                     by ``EvalSink`` every ``eval_interval`` iterations and after the last),
+                     with ``eval_length`` and ``eval_sec`` (its wall-clock cost); or absent
 ===================  =====================================================================
 
 A sink has four methods, called in this order: ``start(run)`` once, ``status(text)`` for
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import io
 import math
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +53,7 @@ __all__ = [
     "CallbackSink",
     "CheckpointSink",
     "Checkpointer",
+    "EvalSink",
     "HealthSink",
     "LoggerSink",
     "RunInfo",
@@ -165,6 +172,39 @@ def _next_multiple(current: int, interval: int) -> float:
     if interval <= 0:
         return math.inf
     return (current // interval + 1) * interval
+
+
+class EvalSink(_NoOpSink):
+    """Evaluates the deterministic policy every ``interval`` iterations and after the last
+    block: ``evaluate(state) -> (mean return, mean length)`` (compiled once by the trainer);
+    adds ``eval_return``, ``eval_length`` and ``eval_sec`` to the record. ``announce(text)``
+    reports that an evaluation is running (its first call compiles it)."""
+
+    def __init__(
+        self,
+        evaluate: Callable[[Any], tuple[float, float]],
+        interval: int,
+        max_iterations: int,
+        announce: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.evaluate, self.interval, self.max_iterations = evaluate, interval, max_iterations
+        self.announce = announce
+        self._next = math.inf
+
+    def start(self, run: RunInfo) -> None:
+        self._next = _next_multiple(run.start_iteration, self.interval)
+
+    def block(self, record: dict, state: Any) -> dict | None:
+        done = record["iteration"]
+        if done < self._next and done != self.max_iterations:
+            return None
+        self._next = _next_multiple(done, self.interval)
+        if self.announce is not None:
+            self.announce(f"Evaluating the deterministic policy (iteration {done})...")
+        start = time.perf_counter()
+        mean_return, mean_length = self.evaluate(state)
+        seconds = time.perf_counter() - start
+        return {"eval_return": mean_return, "eval_length": mean_length, "eval_sec": seconds}
 
 
 class HealthSink(_NoOpSink):
@@ -293,6 +333,8 @@ class LoggerSink(_NoOpSink):
             log.log_save(record["checkpoint"])
         for text in record.get("warnings", ()):
             log.log_warning(text)
+        if record.get("eval_return") is not None:
+            log.log_eval(record["iteration"], record["eval_return"], record["eval_length"])
 
     def finish(self, summary: dict) -> None:
         self.log.finish(extra_summary=_summary_lines(summary))
@@ -306,9 +348,19 @@ def _summary_lines(summary: dict) -> str:
     def fmt(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f}"
 
-    return (
-        f"  Final mean return: {fmt(summary['final_mean_reward'])} | "
-        f"Best: {fmt(summary['best_mean_reward'])} | "
-        f"Deterministic eval: {fmt(summary['eval_mean_return'])}\n"
-        f"  Compile: {summary['compile_time_sec']:.1f}s"
+    lines = [
+        f"  Training return (exploring policy, last block): {fmt(summary['final_mean_reward'])}"
+        f" | best block: {fmt(summary['best_mean_reward'])}",
+        f"  Eval return (deterministic policy, final): {fmt(summary['eval_mean_return'])}",
+    ]
+    if summary.get("best_eval_return") is not None:
+        lines[-1] += (
+            f" | best: {fmt(summary['best_eval_return'])} at "
+            f"{summary['best_eval_env_steps']:,} env steps "
+            f"({summary['best_eval_elapsed_sec']:.0f}s)"
+        )
+    lines.append(
+        f"  Compile: {summary['compile_time_sec']:.1f}s | "
+        f"Evaluation: {summary.get('eval_time_sec', 0.0):.1f}s"
     )
+    return "\n".join(lines)

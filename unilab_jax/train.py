@@ -238,7 +238,9 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
 
 
 # Settings that only steer the host loop: a resumed run may change them freely.
-_FREE_ON_RESUME = {"max_iterations", "log_interval", "save_interval", "eval_envs", "seed"}
+_FREE_ON_RESUME = {
+    "max_iterations", "log_interval", "save_interval", "eval_envs", "eval_interval", "seed",
+}  # fmt: skip
 
 
 def _setting_differences(saved: dict, current: dict) -> list[str]:

@@ -34,6 +34,7 @@ from unilab_jax.sinks import (
     CallbackSink,
     Checkpointer,
     CheckpointSink,
+    EvalSink,
     HealthSink,
     LoggerSink,
     RunInfo,
@@ -139,10 +140,17 @@ class Trainer:
 
     def evaluate(self, state: TrainState, num_envs: int = 64, seed: int = 0) -> float:
         """Mean return of one deterministic episode in each of ``num_envs`` fresh envs."""
+        return self.evaluate_episodes(state, num_envs, seed)[0]
+
+    def evaluate_episodes(
+        self, state: TrainState, num_envs: int = 64, seed: int = 0
+    ) -> tuple[float, float]:
+        """``(mean return, mean length)`` of one deterministic episode in each of ``num_envs``
+        fresh envs (compiled once per ``num_envs``)."""
         if num_envs not in self._evaluators:
             self._evaluators[num_envs] = make_evaluate(self.env, self.agent, num_envs)
-        mean, _ = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
-        return float(mean)
+        mean, _, lengths = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
+        return float(mean), float(np.mean(lengths))
 
 
 def train(
@@ -205,8 +213,21 @@ def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
         (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(run_config, indent=2))
     if checkpointer is None and log_dir is not None and config.save_interval > 0:
         checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=run_config)
-    # The health checks run first, so every other sink sees their warnings.
-    sinks = [_health_sink(trainer), *sinks]
+    stop = StopSignals()
+    # The health checks and evaluations run first, so every other sink sees their fields.
+    checks: list[Sink] = [_health_sink(trainer)]
+    if config.eval_envs > 0:
+        checks.append(
+            EvalSink(
+                lambda s: stop.wait(
+                    trainer.evaluate_episodes, s, config.eval_envs, config.seed + 1
+                ),
+                config.resolved_eval_interval,
+                config.max_iterations,
+                announce=lambda text: _status(sinks, text),  # the final list, at call time
+            )
+        )
+    sinks = [*checks, *sinks]
     saver = None
     if checkpointer is not None:
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
@@ -215,21 +236,21 @@ def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
     run = _run_info(trainer, config, log_dir, int(state.iteration))
     start = time.perf_counter()
     try:
-        with StopSignals() as stop:
+        with stop:
             for sink in sinks:
                 sink.start(run)
             compile_time = _compile(trainer, config, state, sinks, stop)
-            state, history = _run_blocks(trainer, config, state, sinks, stop)
+            state, history = _run_blocks(trainer, config, state, sinks, stop, start)
             wall = time.perf_counter() - start
             if stop.requested is not None:
                 _stop_on_signal(
                     stop.requested, state, history, saver, sinks, config, wall, compile_time
                 )
-            eval_return = None
-            if config.eval_envs > 0 and int(state.iteration) > 0:
-                _status(sinks, f"Evaluating the deterministic policy on {config.eval_envs} envs...")
-                eval_return = stop.wait(trainer.evaluate, state, config.eval_envs, config.seed + 1)
-        summary = _summary(config, state, history, compile_time, wall, eval_return)
+            final_eval = None
+            if not history and config.eval_envs > 0 and int(state.iteration) > 0:
+                # Nothing left to train (a resumed, finished run): still report its policy.
+                final_eval = stop.wait(trainer.evaluate, state, config.eval_envs, config.seed + 1)
+        summary = _summary(config, state, history, compile_time, wall, final_eval)
         for sink in sinks:
             sink.finish(summary)
     finally:
@@ -304,7 +325,7 @@ def _status(sinks, text: str) -> None:
         sink.status(text)
 
 
-def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop):
+def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop, start):
     """Run ``log_interval``-iteration blocks up to ``max_iterations`` (or until a stop signal),
     handing each block's record to the sinks. Returns (state, history)."""
     history: list[dict] = []
@@ -323,6 +344,7 @@ def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks,
         _check_finite(metrics, done, config.num_envs)
         done += n
         record = _record(metrics, done, rows_per_iter, elapsed / n)
+        record["elapsed_sec"] = time.perf_counter() - start
         for sink in sinks:
             record.update(sink.block(record, state) or {})
         history.append(record)
@@ -335,10 +357,16 @@ def _summary(
     history: list[dict],
     compile_time: float,
     wall: float,
-    eval_return: float | None,
+    final_eval: float | None,
 ) -> dict:
-    """The run summary: the reference's ``last_run_summary`` keys plus ours."""
+    """The run summary: the reference's ``last_run_summary`` keys plus ours. Wall-clock
+    ``training_wall_time_sec`` excludes the evaluations (``eval_time_sec``)."""
     done = int(state.iteration)
+    evals = [h for h in history if h.get("eval_return") is not None]
+    eval_time = sum(h["eval_sec"] for h in evals)
+    best = max(evals, key=lambda h: h["eval_return"], default=None)
+    if evals and evals[-1]["iteration"] == done:
+        final_eval = evals[-1]["eval_return"]
     returns = [h["mean_return"] for h in history if h["mean_return"] is not None]
     lengths = [h["mean_length"] for h in history if h["mean_length"] is not None]
     checkpoints = [h["checkpoint"] for h in history if h.get("checkpoint")]
@@ -350,16 +378,21 @@ def _summary(
         "final_mean_reward": returns[-1] if returns else None,
         "best_mean_reward": max(returns) if returns else None,
         "mean_episode_length": lengths[-1] if lengths else None,
-        "eval_mean_return": eval_return,
+        "eval_mean_return": final_eval,
+        "best_eval_return": best["eval_return"] if best else None,
+        "best_eval_iteration": best["iteration"] if best else None,
+        "best_eval_env_steps": best["env_steps"] if best else None,
+        "best_eval_elapsed_sec": best["elapsed_sec"] if best else None,
+        "eval_time_sec": eval_time,
         "last_checkpoint": checkpoints[-1] if checkpoints else None,
         "warnings": warnings,
         "compile_time_sec": compile_time,
-        "training_wall_time_sec": wall,
+        "training_wall_time_sec": wall - eval_time,
     }
 
 
 # Fields the host loop reads per run; everything else shapes the compiled step.
-_HOST_FIELDS = ("max_iterations", "save_interval", "log_interval", "eval_envs")
+_HOST_FIELDS = ("max_iterations", "save_interval", "log_interval", "eval_envs", "eval_interval")
 
 
 def _check_same_build(config: TrainConfig, built: TrainConfig) -> None:
