@@ -1,7 +1,10 @@
 """Shared test set-up: JAX's persistent compilation cache, offline wandb, float32 CPU."""
 
 import os
+import subprocess
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -15,3 +18,26 @@ import jax  # noqa: E402
 jax.config.update("jax_compilation_cache_dir", str(_CACHE))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """``mount(options) -> folder``: a fresh tmpfs (``"size=512k"``, ``"ro"``) for real file
+    system faults (a full disk, a read-only mount); unmounted afterwards. CI runs as root;
+    where mounting is not allowed the test is skipped, saying so."""
+    mounted: list[Path] = []
+
+    def mount(options: str) -> Path:
+        folder = tmp_path / f"tmpfs{len(mounted)}"
+        folder.mkdir()
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True
+        )
+        if proc.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode().strip()}")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=True)

@@ -140,21 +140,17 @@ class CheckpointSink(_NoOpSink):
 
     def __init__(self, checkpointer: Checkpointer, save_interval: int, max_iterations: int):
         self.checkpointer = checkpointer
-        self.save_interval = save_interval
-        self.max_iterations = max_iterations
-        self._next_save = math.inf
+        self.schedule = _Every(save_interval, max_iterations)
         self._last_saved: int | None = None
         self._last_path: str | None = None
 
     def start(self, run: RunInfo) -> None:
-        self._next_save = _next_multiple(run.start_iteration, self.save_interval)
+        self.schedule.start(run.start_iteration)
 
     def block(self, record: dict, state: Any) -> dict | None:
-        done = record["iteration"]
-        if done < self._next_save and done != self.max_iterations:
+        if not self.schedule.due(record["iteration"]):
             return None
-        self._next_save = _next_multiple(done, self.save_interval)
-        return {"checkpoint": self.save_final(done, state)}
+        return {"checkpoint": self.save_final(record["iteration"], state)}
 
     def save_final(self, iteration: int, state: Any) -> str:
         """Save ``state`` as ``iteration`` unless that checkpoint is already written (a run
@@ -168,10 +164,26 @@ class CheckpointSink(_NoOpSink):
         self.checkpointer.close()
 
 
-def _next_multiple(current: int, interval: int) -> float:
-    if interval <= 0:
-        return math.inf
-    return (current // interval + 1) * interval
+class _Every:
+    """Due at every multiple of ``interval`` reached (0: never) and at ``max_iterations``."""
+
+    def __init__(self, interval: int, max_iterations: int) -> None:
+        self.interval, self.max_iterations = interval, max_iterations
+        self._next = math.inf
+
+    def _after(self, iteration: int) -> float:
+        if self.interval <= 0:
+            return math.inf
+        return (iteration // self.interval + 1) * self.interval
+
+    def start(self, iteration: int) -> None:
+        self._next = self._after(iteration)
+
+    def due(self, iteration: int) -> bool:
+        if iteration < self._next and iteration != self.max_iterations:
+            return False
+        self._next = self._after(iteration)
+        return True
 
 
 class EvalSink(_NoOpSink):
@@ -187,18 +199,17 @@ class EvalSink(_NoOpSink):
         max_iterations: int,
         announce: Callable[[str], Any] | None = None,
     ) -> None:
-        self.evaluate, self.interval, self.max_iterations = evaluate, interval, max_iterations
+        self.evaluate = evaluate
+        self.schedule = _Every(interval, max_iterations)
         self.announce = announce
-        self._next = math.inf
 
     def start(self, run: RunInfo) -> None:
-        self._next = _next_multiple(run.start_iteration, self.interval)
+        self.schedule.start(run.start_iteration)
 
     def block(self, record: dict, state: Any) -> dict | None:
         done = record["iteration"]
-        if done < self._next and done != self.max_iterations:
+        if not self.schedule.due(done):
             return None
-        self._next = _next_multiple(done, self.interval)
         if self.announce is not None:
             self.announce(f"Evaluating the deterministic policy (iteration {done})...")
         start = time.perf_counter()
