@@ -110,11 +110,22 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
         "32",
         "--num-atoms",
         "11",
-        "--quiet",
         "--log-dir",
         str(tmp_path),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # stdout is a pipe, as in a cluster job's log file: plain lines, one per block.
+    lines = proc.stdout.splitlines()
+    assert "╭" not in proc.stdout and "\x1b[" not in proc.stdout  # no panel, no escape codes
+    blocks = [line for line in lines if line.startswith("it ")]
+    assert [b.split(" | ")[:2] for b in blocks] == [
+        ["it 2/4", "env steps 16"],
+        ["it 4/4", "env steps 32"],
+    ]
+    assert "steps/s" in blocks[-1] and "qf_loss" in blocks[-1] and "ETA" in blocks[-1]
+    assert "eval return" in blocks[-1]  # the final evaluation
+    assert f"saved {tmp_path / 'checkpoints' / '4'}" in lines
+    assert "Training completed: 4 iterations, 32 env steps" in lines
     summary = json.loads((tmp_path / "run_summary.json").read_text())
     assert summary["status"] == "completed"
     assert summary["completed_iterations"] == 4
@@ -124,6 +135,13 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
     config = json.loads((tmp_path / "run_config.json").read_text())
     assert config["algo"]["actor_hidden_dim"] == 16
     assert config["train"]["algo"] == "td3"
+    # --config reruns it; the options given with it win (booleans as --flag / --no-flag).
+    again = run_cli("--config", str(tmp_path / "run_config.json"), "--max-iterations", "2",
+                    "--no-use-cdq", "--log-dir", str(tmp_path / "again"), "--quiet")  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = json.loads((tmp_path / "again" / "run_config.json").read_text())
+    assert rerun["train"] == dict(config["train"], max_iterations=2)
+    assert rerun["algo"] == dict(config["algo"], use_cdq=False)
 
 
 def test_resume_continues_from_the_newest_checkpoint(tmp_path):

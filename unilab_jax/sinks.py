@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import io
 import math
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -48,6 +49,7 @@ import numpy as np
 from rich.console import Console
 
 from unilab_jax.logging import OffPolicyLogger, use_console
+from unilab_jax.logging.common import format_duration
 
 __all__ = [
     "CallbackSink",
@@ -56,6 +58,7 @@ __all__ = [
     "EvalSink",
     "HealthSink",
     "LoggerSink",
+    "PlainLineSink",
     "RunInfo",
     "Sink",
 ]
@@ -190,7 +193,7 @@ class EvalSink(_NoOpSink):
     """Evaluates the deterministic policy every ``interval`` iterations and after the last
     block: ``evaluate(state) -> (mean return, mean length)`` (compiled once by the trainer);
     adds ``eval_return``, ``eval_length`` and ``eval_sec`` to the record. ``announce(text)``
-    reports that an evaluation is running (its first call compiles it)."""
+    reports the first evaluation, which compiles it."""
 
     def __init__(
         self,
@@ -210,8 +213,9 @@ class EvalSink(_NoOpSink):
         done = record["iteration"]
         if not self.schedule.due(done):
             return None
-        if self.announce is not None:
+        if self.announce is not None:  # the first one compiles: say what is going on
             self.announce(f"Evaluating the deterministic policy (iteration {done})...")
+            self.announce = None
         start = time.perf_counter()
         mean_return, mean_length = self.evaluate(state)
         seconds = time.perf_counter() - start
@@ -353,6 +357,75 @@ class LoggerSink(_NoOpSink):
     def close(self) -> None:
         if self.log is not None:
             self.log.close()  # restores the terminal (cursor) after Ctrl+C or an error
+
+
+class PlainLineSink(_NoOpSink):
+    """Progress for a log file (stdout not a terminal, e.g. a cluster job): one plain line per
+    block, and plain lines for status, warnings and the summary; no live panel, no escape
+    codes, flushed as written.
+
+    A block's line: ``it 200/1500 | env steps 12,800 | 3,950 steps/s | train return 61.8 |
+    eval return 81.3 | qf_loss 2.41 actor_loss -20.3 | ETA 5m10s``. The training return is
+    the exploring policy's mean episode return in the block; the eval return (on blocks that
+    evaluated) the deterministic policy's.
+    """
+
+    #: Learner metrics printed when present, in this order.
+    LOSSES = ("qf_loss", "actor_loss", "alpha_loss")
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream
+        self._run: RunInfo | None = None
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream or sys.stdout, flush=True)
+
+    def start(self, run: RunInfo) -> None:
+        self._run = run
+        where = f", logs in {run.log_dir}" if run.log_dir else ""
+        self._print(
+            f"{run.algo_name} on {run.env_name}: {run.num_envs} envs, iterations "
+            f"{run.start_iteration}..{run.max_iterations} on {run.num_devices} device(s){where}"
+        )
+
+    def status(self, text: str) -> None:
+        self._print(text)
+
+    def block(self, record: dict, state: Any) -> None:
+        run = self._run
+        parts = [
+            f"it {record['iteration']}/{run.max_iterations}",
+            f"env steps {record['env_steps']:,}",
+        ]
+        if record["sec_per_iter"] > 0:
+            rate = run.num_envs * run.env_steps_per_sync / record["sec_per_iter"]
+            parts.append(f"{rate:,.0f} steps/s")
+        if record["mean_return"] is not None:
+            parts.append(f"train return {record['mean_return']:.4g}")
+        if record.get("eval_return") is not None:
+            parts.append(f"eval return {record['eval_return']:.4g}")
+        losses = [f"{k} {record['learner'][k]:.3g}" for k in self.LOSSES if k in record["learner"]]
+        if losses:
+            parts.append(" ".join(losses))
+        elif not record["learning"]:
+            parts.append(f"filling replay {record['buffer_rows']:,}/{run.train_start_rows:,}")
+        done = record["iteration"] - run.start_iteration
+        if done > 0 and record.get("elapsed_sec"):
+            left = record["elapsed_sec"] / done * (run.max_iterations - record["iteration"])
+            parts.append(f"ETA {format_duration(left)}")
+        self._print(" | ".join(parts))
+        for text in record.get("warnings", ()):
+            self._print(f"WARNING {text}")
+        if record.get("checkpoint"):
+            self._print(f"saved {record['checkpoint']}")
+
+    def finish(self, summary: dict) -> None:
+        self._print(f"Training {summary['status']}: {summary['completed_iterations']} iterations, "
+                    f"{summary['total_env_steps']:,} env steps")  # fmt: skip
+        for line in _summary_lines(summary).splitlines():
+            self._print(line.strip())
+        for text in summary.get("warnings", ()):
+            self._print(f"Warning: {text}")
 
 
 def _summary_lines(summary: dict) -> str:

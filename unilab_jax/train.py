@@ -50,15 +50,6 @@ def _arg_type(annotation) -> type:
     return annotation
 
 
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
 def _defaults(cls) -> dict:
     return {f.name: f.default for f in dataclasses.fields(cls)}
 
@@ -75,21 +66,30 @@ def _add_dataclass_options(group, cls, skip=(), seen=None, others=()) -> list[st
         if f.name in skip or (seen is not None and f.name in seen):
             continue
         typ = _arg_type(f.type)
-        kind = _parse_bool if typ is bool else typ
         if typ not in (bool, int, float, str):
             continue
         default = f"{f.default}"
         for label, defaults in other_defaults:
             if f.name in defaults and defaults[f.name] != f.default:
                 default += f"; {label}: {defaults[f.name]}"
-        group.add_argument(
-            _flag(f.name),
-            dest=f.name,
-            type=kind,
-            default=argparse.SUPPRESS,
-            metavar=typ.__name__.upper(),
-            help=f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%"),
-        )
+        text = f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%")
+        if typ is bool:  # --use-cdq / --no-use-cdq
+            group.add_argument(
+                _flag(f.name),
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=text,
+            )
+        else:
+            group.add_argument(
+                _flag(f.name),
+                dest=f.name,
+                type=typ,
+                default=argparse.SUPPRESS,
+                metavar=typ.__name__.upper(),
+                help=text,
+            )
         added.append(f.name)
         if seen is not None:
             seen.add(f.name)
@@ -117,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-dir",
         default=None,
         help="where logs and orbax checkpoints go (default: logs/<algo>/<env>/<time>_mjx)",
+    )
+    run.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="rerun a run: take every setting from FILE (a run's run_config.json); options "
+        "given with it win (e.g. --config logs/.../run_config.json --seed 1)",
     )
     run.add_argument(
         "--resume",
@@ -160,19 +167,45 @@ def _fields(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
+_RUN_OPTIONS = {"logger", "log_dir", "quiet", "list_envs", "config", "resume", "resume_step"}
+
+
 def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
+    """The run's ``TrainConfig`` and algorithm overrides: ``--config FILE``'s settings, then
+    the options given (which win)."""
     values = vars(args)
-    train_kwargs = {k: values[k] for k in args._train_fields if k in values}
-    config = TrainConfig(**train_kwargs)
+    saved_train, saved_algo = _read_config_file(args.config) if args.config else ({}, {})
+    train_given = {k: values[k] for k in args._train_fields if k in values}
+    config = TrainConfig(**{**saved_train, **train_given})
     algo_fields = _fields(get_algo(config.algo).config_cls)
-    given = {k for k in values if not k.startswith("_") and k not in train_kwargs}
-    given -= {"logger", "log_dir", "quiet", "list_envs", "resume", "resume_step"}
+    given = {k for k in values if not k.startswith("_") and k not in train_given} - _RUN_OPTIONS
     wrong = sorted(given - algo_fields)
     if wrong:
         raise ConfigError(
             f"option(s) {', '.join(_flag(w) for w in wrong)} do not apply to --algo {config.algo}"
         )
-    return config, {k: values[k] for k in given}
+    # The saved algorithm settings belong to the saved algorithm only.
+    saved_algo = saved_algo if saved_train.get("algo", config.algo) == config.algo else {}
+    return config, {**saved_algo, **{k: values[k] for k in given}}
+
+
+def _read_config_file(path: str) -> tuple[dict, dict]:
+    """``(train, algo)`` settings of a ``run_config.json``; a bad file is a ``ConfigError``."""
+    try:
+        saved = json.loads(Path(path).read_text())
+        train, algo = dict(saved["train"]), dict(saved.get("algo") or {})
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(
+            f"--config {path}: not a readable run_config.json ({type(err).__name__}: {err})"
+        ) from None
+    train.pop("sim_backend", None)  # written by versions whose core had the field
+    known = _fields(TrainConfig)
+    unknown = sorted(set(train) - known)
+    if unknown:
+        raise ConfigError(f"--config {path}: unknown setting(s) {', '.join(unknown)}")
+    if isinstance(algo.get("betas"), list):
+        algo["betas"] = tuple(algo["betas"])  # JSON has no tuples
+    return train, algo
 
 
 def _force_host_devices(n: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from unilab_jax.sinks import (
     EvalSink,
     HealthSink,
     LoggerSink,
+    PlainLineSink,
     RunInfo,
     Sink,
 )
@@ -205,7 +207,7 @@ def train(
 def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer, on_block, sinks):
     log_dir = Path(log_dir) if log_dir is not None else None
     if sinks is None:
-        sinks = [LoggerSink(logger, quiet)]
+        sinks = _default_sinks(logger, quiet)
         if on_block is not None:
             sinks.append(CallbackSink(on_block))
     run_config = {"train": _jsonable(config), "algo": _jsonable(trainer.algo_config)}
@@ -275,6 +277,14 @@ def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_
     summary = _summary(config, state, history, compile_time, wall, None)
     summary.update(status=f"interrupted ({signal_name(signum)})", last_checkpoint=checkpoint)
     raise run_stopped(signum, done, checkpoint, summary, saved)
+
+
+def _default_sinks(logger: str, quiet: bool) -> list[Sink]:
+    """The live panel on a terminal; plain lines in a log file (stdout redirected), with the
+    panel's TensorBoard/wandb files still written."""
+    if quiet or sys.stdout.isatty():
+        return [LoggerSink(logger, quiet)]
+    return [PlainLineSink(), LoggerSink(logger, quiet=True)]
 
 
 def _health_sink(trainer: Trainer) -> HealthSink:

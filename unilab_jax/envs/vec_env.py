@@ -519,8 +519,8 @@ def make(
             default here, as in the reference) or ``"mjx"`` (MJX on the default JAX device).
         env_cfg_override: task config fields to replace (e.g. ``{"episode_length": 50}``).
         seed: seeds the episodes and the staggered step counters of :meth:`VecEnv.init_state`.
-        nthread: C MuJoCo threads (``"mujoco"`` only; default: the CPU cores this process may
-            use).
+        nthread: C MuJoCo threads (default: the CPU cores this process may use); ``"mjx"``
+            ignores it (MJX runs on the JAX device), so callers need not know the backend.
     """
     is_adapter = env_name.startswith(ADAPTER_PREFIXES)
     if is_adapter and sim_backend != "mjx":
@@ -531,8 +531,6 @@ def make(
         )
     task = None if is_adapter else make_task(env_name, env_cfg_override)  # unknown names first
     if sim_backend == "mjx":
-        if nthread is not None:
-            raise ValueError("nthread applies to sim_backend='mujoco' only")
         if is_adapter:
             adapter = load_adapter(env_name, env_cfg_override)
             return MjxVecEnv(adapter, env_name, num_envs, seed, env=adapter)

@@ -32,8 +32,7 @@ def evaluate_actor(
     An env stops counting once its episode ends (termination or time limit), so every env
     contributes exactly one episode.
     """
-    kwargs = {"nthread": 1} if sim_backend == "mujoco" else {}
-    env = make(env_name, num_envs, sim_backend, env_cfg_override, seed=seed, **kwargs)
+    env = make(env_name, num_envs, sim_backend, env_cfg_override, seed=seed, nthread=1)
     try:
         state = env.init_state(stagger=False)
         returns = np.zeros(num_envs)
