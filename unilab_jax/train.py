@@ -208,6 +208,20 @@ def _read_config_file(path: str) -> tuple[dict, dict]:
     return train, algo
 
 
+def _env_listing() -> list[str]:
+    """Every env name, and a line for each adapter family whose package is missing."""
+    from unilab_jax.envs import available_names
+    from unilab_jax.envs.adapters import ADAPTER_PREFIXES
+
+    names = available_names()
+    for prefix in ADAPTER_PREFIXES:
+        if not any(name.startswith(prefix) for name in names):
+            names.append(
+                f"# {prefix}<name>: not installed; pip install -e '.[adapters]' (Playground, Brax)"
+            )
+    return names
+
+
 def _force_host_devices(n: int) -> None:
     """Ask XLA for ``n`` CPU devices; must run before JAX creates its CPU client."""
     flags = with_host_devices(os.environ.get("XLA_FLAGS", ""), n)
@@ -317,11 +331,11 @@ def _main(argv: list[str] | None) -> int:
             probe_log_dir(args.log_dir)
     except ConfigError as err:
         parser.exit(2, f"error: {err}\n")
-    from unilab_jax.envs import UnknownEnvError, available_names, registered_names
+    from unilab_jax.envs import UnknownEnvError, registered_names
     from unilab_jax.envs.adapters import ADAPTER_PREFIXES
 
     if args.list_envs:
-        print("\n".join(available_names()))
+        print("\n".join(_env_listing()))
         return 0
     try:
         config, algo_overrides = _configs_from_args(args)
