@@ -135,6 +135,15 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
     config = json.loads((tmp_path / "run_config.json").read_text())
     assert config["algo"]["actor_hidden_dim"] == 16
     assert config["train"]["algo"] == "td3"
+    # python -m unilab_jax.evaluate RUN: the deterministic return of its newest checkpoint.
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "unilab_jax.evaluate", str(tmp_path), "--episodes", "4", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    report = json.loads(evaluated.stdout)
+    assert (report["iteration"], report["episodes"], report["algo"]) == (4, 4, "td3")
+    assert report["mean_length"] == 200.0 and report["checkpoint"].endswith("checkpoints/4")
     # --config reruns it; the options given with it win (booleans as --flag / --no-flag).
     again = run_cli("--config", str(tmp_path / "run_config.json"), "--max-iterations", "2",
                     "--no-use-cdq", "--log-dir", str(tmp_path / "again"), "--quiet")  # fmt: skip

@@ -168,3 +168,28 @@ def test_periodic_evaluation_every_interval_and_at_the_end_compiled_once(trainer
     assert trainer._evaluators[4]._cache_size() == 1  # one compilation for every evaluation
     assert dataclasses.replace(TINY, eval_interval=0, eval_envs=4).resolved_eval_interval == 0
     assert TrainConfig(max_iterations=1500, log_interval=10).resolved_eval_interval == 150
+
+
+def test_load_policy_restores_the_agent_alone_and_acts_like_the_trainer(tmp_path, trainer):
+    import unilab_jax
+
+    config = dataclasses.replace(TINY, save_interval=6)
+    first = train(config, trainer=trainer, log_dir=tmp_path, logger="none", quiet=True)
+    policy = unilab_jax.load_policy(tmp_path)  # the run dir: its newest checkpoint
+    assert (policy.env, policy.algo, policy.iteration) == ("PendulumSwingup", "sac", 6)
+    assert policy.config["algo"]["critic_hidden_dim"] == 32
+    obs = np.linspace(-1, 1, 3 * 4).reshape(4, 3).astype(np.float32)
+    saved, restored = jax.tree.leaves(first.state.agent), jax.tree.leaves(policy.state)
+    for a, b in zip(saved, restored, strict=True):
+        np.testing.assert_array_equal(a, b)  # bit for bit, normalisers included
+    # Compiled apart from the trainer's step, so equal up to float32 rounding.
+    expected = trainer.agent.act(first.state.agent, obs)
+    np.testing.assert_allclose(policy(obs), expected, rtol=1e-5, atol=1e-7)
+    assert policy(obs[0]).shape == (1,)  # one observation in, one action out
+    # The run's env overrides (5-step episodes) apply; the same seed gives the same episodes.
+    result = unilab_jax.evaluate(policy, episodes=4, seed=3)
+    assert result.lengths.tolist() == [5, 5, 5, 5]
+    mean, _ = trainer.evaluate_episodes(first.state, 4, seed=3)
+    assert result.mean_return == pytest.approx(mean, rel=1e-6)
+    with pytest.raises(FileNotFoundError, match="no checkpoint under"):
+        unilab_jax.load_policy(tmp_path / "nothing")

@@ -52,6 +52,7 @@ __all__ = [
     "list_steps",
     "read_meta",
     "restore_checkpoint",
+    "restore_item",
 ]
 
 FORMAT = "unilab_jax checkpoint 1"
@@ -285,12 +286,42 @@ def restore_checkpoint(directory: str | Path, like: Any, step: int | None = None
     the saved arrays do not fit ``like``, ``CheckpointDamagedError`` when a file is corrupt.
     """
     directory = Path(directory).absolute()
+    step, meta = _open(directory, step)
+    wanted = _split(like)
+    _check_layout(step, meta, wanted)
+    restored = _read_items(directory, step, meta, wanted)
+    leaves, treedef = jax.tree.flatten(like)
+    for leaf in _layout(like):
+        if leaf.name in restored.get(leaf.item, {}):
+            leaves[leaf.index] = restored[leaf.item][leaf.name]
+    return jax.tree.unflatten(treedef, leaves)
+
+
+def restore_item(directory: str | Path, item: str, like: Any, step: int | None = None) -> Any:
+    """Restore one item (e.g. ``"agent"``) of checkpoint ``step`` (default: newest) into the
+    layout of ``like``, reading and checking that item's files only: a policy loads in a
+    second without touching the replay."""
+    directory = Path(directory).absolute()
+    step, meta = _open(directory, step)
+    values, treedef = jax.tree.flatten(like)
+    names = [_path_name(p) for p, _ in jax.tree_util.tree_flatten_with_path(like)[0]]
+    wanted = {item: {n: v for n, v in zip(names, values, strict=True) if v.size}}
+    saved = {item: meta.get("items", {}).get(item, {})}
+    _check_layout(step, {"items": saved}, wanted)
+    restored = _read_items(directory, step, meta, wanted)[item]
+    leaves = [restored.get(n, v) for n, v in zip(names, values, strict=True)]
+    return jax.tree.unflatten(treedef, leaves)
+
+
+def _open(directory: Path, step: int | None) -> tuple[int, dict]:
     step = latest_step(directory) if step is None else step
     if step is None or not (directory / str(step)).is_dir():
         raise FileNotFoundError(f"no checkpoint {'' if step is None else step} under {directory}")
-    meta = read_meta(directory, step)
-    wanted = _split(like)
-    _check_layout(step, meta, wanted)
+    return step, read_meta(directory, step)
+
+
+def _read_items(directory: Path, step: int, meta: dict, wanted: dict) -> dict:
+    """Read ``wanted``'s items from disk and check every array against its CRC-32."""
     restored: dict[str, dict[str, Any]] = {}
     with ocp.StandardCheckpointer() as checkpointer:
         for item, arrays in wanted.items():
@@ -306,11 +337,7 @@ def restore_checkpoint(directory: str | Path, like: Any, step: int | None = None
                 raise CheckpointDamagedError(
                     directory, step, f"{item}/{name} does not match its recorded checksum"
                 )
-    leaves, treedef = jax.tree.flatten(like)
-    for leaf in _layout(like):
-        if leaf.name in restored.get(leaf.item, {}):
-            leaves[leaf.index] = restored[leaf.item][leaf.name]
-    return jax.tree.unflatten(treedef, leaves)
+    return restored
 
 
 def _check_layout(step: int, meta: dict, wanted: dict[str, dict[str, Any]]) -> None:

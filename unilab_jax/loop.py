@@ -319,18 +319,18 @@ def make_train_step(
     return jax.jit(sharded, donate_argnums=0)
 
 
-def make_evaluate(env: Env, agent: Agent, num_envs: int) -> Callable:
+def make_evaluate(env: Env, act: Callable, num_envs: int) -> Callable:
     """``evaluate(agent_state, key) -> (mean_return, returns [num_envs], lengths [num_envs])``:
-    one full episode per env from fresh resets with the deterministic policy (SAC: tanh of the
-    mean; TD3: the actor without noise). Episodes that terminate early stop accumulating reward
-    and length."""
+    one full episode per env from fresh resets with the deterministic policy
+    ``act(agent_state, obs)`` (an ``Agent.act``: SAC's tanh of the mean, TD3's actor without
+    noise). Episodes that terminate early stop accumulating reward and length."""
 
     def evaluate(agent_state, key: jax.Array):
         state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
 
         def step(carry, _):
             env_state, alive, total, length = carry
-            actions = agent.act(agent_state, env_state.obs["obs"])
+            actions = act(agent_state, env_state.obs["obs"])
             nxt = jax.vmap(env.step)(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
             length = length + alive.astype(jnp.int32)

@@ -179,7 +179,7 @@ class Trainer:
         """``(mean return, mean length)`` of one deterministic episode in each of ``num_envs``
         fresh envs (compiled once per ``num_envs``)."""
         if num_envs not in self._evaluators:
-            self._evaluators[num_envs] = make_evaluate(self.env, self.agent, num_envs)
+            self._evaluators[num_envs] = make_evaluate(self.env, self.agent.act, num_envs)
         mean, _, lengths = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
         return float(mean), float(np.mean(lengths))
 
