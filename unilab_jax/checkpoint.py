@@ -29,9 +29,12 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
+import sys
+import tempfile
 import time
 import zlib
 from dataclasses import dataclass
@@ -185,9 +188,10 @@ class CheckpointWriter:
         tmp = self.directory / f"{_TMP_PREFIX}{iteration}"
         items = _split(state)
         try:
+            _check_space(self.directory, items)
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
-            with ocp.StandardCheckpointer() as checkpointer:
+            with _stderr_kept_on_success(), ocp.StandardCheckpointer() as checkpointer:
                 for item, arrays in items.items():
                     checkpointer.save(tmp / item, arrays)
                 checkpointer.wait_until_finished()
@@ -216,6 +220,46 @@ class CheckpointWriter:
 
     def close(self) -> None:
         pass  # saves are synchronous; nothing is pending
+
+
+def _check_space(directory: Path, items: dict[str, dict[str, Any]]) -> None:
+    """Refuse a save that cannot fit, before writing anything (orbax's own failure on a full
+    disk is hundreds of lines of tracebacks from its writer threads)."""
+    need = sum(x.nbytes for arrays in items.values() for x in arrays.values())
+    need = int(need * 1.1) + (64 << 10)  # orbax metadata and file system blocks
+    free = shutil.disk_usage(directory).free
+    if free < need:
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device ({free / 2**20:.2f} MiB free, a checkpoint needs about "
+            f"{need / 2**20:.2f} MiB)",
+        )
+
+
+@contextlib.contextmanager
+def _stderr_kept_on_success():
+    """Hold back what the writer threads print to stderr (file descriptor 2) during a save:
+    replayed when the save works, dropped when it fails (the raised error says it all)."""
+    try:
+        held = tempfile.TemporaryFile()  # noqa: SIM115 (closed below; creating it may fail)
+        saved = os.dup(2)
+    except OSError:  # no room for the buffer: let the threads print
+        yield
+        return
+    sys.stderr.flush()
+    os.dup2(held.fileno(), 2)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        if ok:
+            held.seek(0)
+            os.write(2, held.read())
+        held.close()
 
 
 def _save_failure(iteration: int, directory: Path, err: Exception) -> str:
