@@ -2,6 +2,7 @@
 as damage (naming the checkpoint), a state of other shapes as a mismatch; deletions and failed
 saves never leave a half-written checkpoint behind."""
 
+import json
 import os
 
 import jax
@@ -14,6 +15,7 @@ from unilab_jax.checkpoint import (
     CheckpointMismatchError,
     CheckpointSaveError,
     CheckpointWriter,
+    _file_checksums,
     list_steps,
     read_meta,
     restore_checkpoint,
@@ -76,6 +78,22 @@ def test_flipped_bytes_in_data_files_are_reported_as_damage(saved):
     with pytest.raises(CheckpointDamagedError, match="checkpoint 3 under .* is damaged: replay"):
         restore_checkpoint(saved, _state())
     _assert_same(restore_checkpoint(saved, _state(), step=2), _state(2))  # the older is intact
+
+
+def test_arrays_are_checked_too_when_their_files_look_intact(saved):
+    # Damage a data file and record its new checksum, as if the file check were fooled:
+    # the array's own CRC-32 still catches it.
+    meta = json.loads((saved / "3" / "meta.json").read_text())
+    for name in meta["files"]:
+        path = saved / "3" / name
+        if name.startswith("replay/") and "/d/" in name:
+            raw = bytearray(path.read_bytes())
+            raw[-40] ^= 0x01
+            path.write_bytes(bytes(raw))
+    meta["files"] = _file_checksums(saved / "3")
+    (saved / "3" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointDamagedError, match="damaged: replay"):
+        restore_checkpoint(saved, _state())
 
 
 @pytest.mark.parametrize("victim", ["agent/_METADATA", "meta.json", "env/manifest.ocdbt"])

@@ -10,7 +10,8 @@ it stopped. One checkpoint is a folder ``<directory>/<iteration>/``:
   state (``actor_params.params.Dense_0.kernel``), so an item can be read alone (a policy needs
   only ``agent``);
 - ``meta.json``: the format, the iteration, library versions, the run's configuration (when the
-  writer was given one) and, for every array, its shape, dtype and CRC-32.
+  writer was given one), for every array its shape, dtype and CRC-32, and for every file its
+  size and CRC-32.
 
 Guarantees:
 
@@ -21,9 +22,11 @@ Guarantees:
 - **Atomic deletion.** An old checkpoint is first renamed to ``.deleting-<iteration>/`` and only
   then removed, so an interrupted deletion never leaves a half-deleted checkpoint behind;
   leftovers of either kind are swept when the next writer opens the directory.
-- **Checked restores.** Every restored array is checked against its recorded CRC-32: a flipped
-  or truncated file raises ``CheckpointDamagedError`` ("checkpoint N is damaged"), distinct
-  from ``CheckpointMismatchError`` (a checkpoint written for other shapes, i.e. other settings).
+- **Checked restores.** The item's files are checked against their recorded sizes and CRC-32s
+  before orbax reads them, and every restored array against its own CRC-32: a flipped,
+  truncated or missing file raises ``CheckpointDamagedError`` ("checkpoint N is damaged"),
+  distinct from ``CheckpointMismatchError`` (a checkpoint written for other shapes, i.e.
+  other settings).
 """
 
 from __future__ import annotations
@@ -202,6 +205,7 @@ class CheckpointWriter:
                 "versions": _versions(),
                 "config": self.metadata,
                 "items": _describe(items),
+                "files": _file_checksums(tmp),
             }
             _write_json(tmp / META_FILE, meta)
             if final.exists():  # a rewrite of the same iteration (e.g. a resumed run's end)
@@ -364,10 +368,49 @@ def _open(directory: Path, step: int | None) -> tuple[int, dict]:
     return step, read_meta(directory, step)
 
 
+def _file_checksums(folder: Path) -> dict[str, list[int]]:
+    """``{relative path: [size, CRC-32]}`` of every file under ``folder``."""
+    out = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        crc = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                crc = zlib.crc32(chunk, crc)
+        out[str(path.relative_to(folder))] = [path.stat().st_size, crc]
+    return out
+
+
+def _check_files(directory: Path, step: int, meta: dict, items: list[str]) -> None:
+    """Compare the items' files with the sizes and CRC-32s recorded at save time, before
+    orbax opens them: a flipped, truncated or missing file is named here (orbax's own
+    failure on a damaged file is a burst of tracebacks from its reader threads)."""
+    recorded = meta.get("files", {})
+    folder = directory / str(step)
+    for item in items:
+        names = [n for n in recorded if n.split("/", 1)[0] == item]
+        present = {str(p.relative_to(folder)) for p in (folder / item).rglob("*") if p.is_file()}
+        for name in names:
+            if name not in present:
+                raise CheckpointDamagedError(directory, step, f"{name} is missing")
+        current = _file_checksums(folder / item) if names else {}
+        for name in names:
+            size, crc = recorded[name]
+            now = current.get(str(Path(name).relative_to(item)))
+            if now is None or now[0] != size:
+                raise CheckpointDamagedError(
+                    directory, step, f"{name} has {now and now[0]} bytes, {size} when saved"
+                )
+            if now[1] != crc:
+                raise CheckpointDamagedError(
+                    directory, step, f"{name} does not match its recorded checksum"
+                )
+
+
 def _read_items(directory: Path, step: int, meta: dict, wanted: dict) -> dict:
     """Read ``wanted``'s items from disk and check every array against its CRC-32."""
+    _check_files(directory, step, meta, list(wanted))
     restored: dict[str, dict[str, Any]] = {}
-    with ocp.StandardCheckpointer() as checkpointer:
+    with _stderr_kept_on_success(), ocp.StandardCheckpointer() as checkpointer:
         for item, arrays in wanted.items():
             abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, arrays)
             try:
