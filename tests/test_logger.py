@@ -488,3 +488,23 @@ def test_logging_imports_neither_torch_nor_tensorflow(tmp_path):
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=60)
+
+
+def test_train_wandb_sink_takes_the_run_options_full_config_and_writes_tensorboard_too(
+    wandb_offline, tmp_path
+):
+    from unilab_jax.sinks import LoggerSink, RunInfo
+
+    sink = LoggerSink("wandb", quiet=True, wandb={"project": "probe", "group": "sweep-1"})
+    config = {"train": {"env": "PendulumSwingup", "num_envs": 8}, "algo": {"gamma": 0.99}}
+    run = RunInfo("FastSAC", "PendulumSwingup", 8, 3, 1, 10, 1, 32, 1, str(tmp_path / "run"), 0,
+                  config)  # fmt: skip
+    sink.start(run)
+    wandb_run = wandb_offline.run
+    assert (wandb_run.project, wandb_run.group) == ("probe", "sweep-1")
+    assert wandb_run.config["train/num_envs"] == 8 and wandb_run.config["algo/gamma"] == 0.99
+    sink.log.log_eval(10, 5.0, 200.0)
+    sink.close()
+    assert wandb_offline.run is None
+    acc = read_scalars(tmp_path / "run")  # TensorBoard files alongside the wandb run
+    assert last(acc, "eval/mean_return") == (10, 5.0)

@@ -80,6 +80,8 @@ class RunInfo:
     log_dir: str
     start_iteration: int
     """Iterations already done by the initial state (a resumed run starts past 0)."""
+    config: dict | None = None
+    """The run's settings, ``{"train": ..., "algo": ...}`` as in ``run_config.json``."""
 
 
 class Sink(Protocol):
@@ -287,13 +289,18 @@ class HealthSink(_NoOpSink):
 class LoggerSink(_NoOpSink):
     """The ``OffPolicyLogger``: live console panel plus TensorBoard or wandb scalars.
 
-    ``backend`` is ``"tensorboard"``, ``"wandb"`` or ``"none"`` (console only); ``quiet``
-    silences the console but keeps the TensorBoard/wandb files.
+    ``backend`` is ``"tensorboard"``, ``"wandb"`` (TensorBoard files too) or ``"none"``
+    (console only); ``quiet`` silences the console but keeps the TensorBoard/wandb files.
+    ``wandb``: ``wandb.init`` options (``project``, ``entity``, ``group``, ``name``, ``tags``,
+    ``notes``, ``job_type``); the run's whole configuration becomes the wandb config.
     """
 
-    def __init__(self, backend: str = "tensorboard", quiet: bool = False) -> None:
+    def __init__(
+        self, backend: str = "tensorboard", quiet: bool = False, wandb: dict | None = None
+    ) -> None:
         self.backend = backend
         self.quiet = quiet
+        self.wandb = {f"wandb_{k}": v for k, v in (wandb or {}).items() if v is not None}
         self.log: OffPolicyLogger | None = None
         self._returns: deque[float] = deque(maxlen=100)
         self._run: RunInfo | None = None
@@ -308,6 +315,8 @@ class LoggerSink(_NoOpSink):
             obs_dim=run.obs_dim,
             action_dim=run.action_dim,
             log_dir=run.log_dir,
+            wandb_config=_flat_config(run.config),
+            **self.wandb,
         )
         backend = self.backend if run.log_dir else "none"
         if not self.quiet:
@@ -426,6 +435,12 @@ class PlainLineSink(_NoOpSink):
             self._print(line.strip())
         for text in summary.get("warnings", ()):
             self._print(f"Warning: {text}")
+
+
+def _flat_config(config: dict | None) -> dict:
+    """``{"train": {...}, "algo": {...}}`` as flat ``train/<name>`` / ``algo/<name>`` keys."""
+    return {f"{section}/{k}": v for section, values in (config or {}).items()
+            for k, v in values.items()}  # fmt: skip
 
 
 def _summary_lines(summary: dict) -> str:

@@ -118,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where logs and orbax checkpoints go (default: logs/<algo>/<env>/<time>_mjx)",
     )
+    for name, text in (
+        ("project", "W&B project (default: unilab)"),
+        ("entity", "W&B entity (team or user)"),
+        ("group", "W&B group, e.g. one per sweep"),
+        ("name", "W&B run name (default: <algo>_<env>)"),
+    ):
+        run.add_argument(f"--wandb-{name}", default=None, metavar=name.upper(),
+                         help=f"with --logger wandb: {text}")  # fmt: skip
     run.add_argument(
         "--config",
         default=None,
@@ -167,7 +175,10 @@ def _fields(cls) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
 
 
-_RUN_OPTIONS = {"logger", "log_dir", "quiet", "list_envs", "config", "resume", "resume_step"}
+_WANDB_OPTIONS = ("wandb_project", "wandb_entity", "wandb_group", "wandb_name")
+_RUN_OPTIONS = {
+    "logger", "log_dir", "quiet", "list_envs", "config", "resume", "resume_step", *_WANDB_OPTIONS,
+}  # fmt: skip
 
 
 def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
@@ -395,6 +406,7 @@ def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> i
             logger=args.logger,
             quiet=args.quiet,
             initial_state=initial_state,
+            wandb={k.removeprefix("wandb_"): getattr(args, k) for k in _WANDB_OPTIONS},
         )
     except RunStopped as stop:
         # train() saved the block just finished and restored the terminal.

@@ -196,6 +196,7 @@ def train(
     checkpointer: Checkpointer | None = None,
     on_block: Callable[[dict], Any] | None = None,
     sinks: Sequence[Sink] | None = None,
+    wandb: dict | None = None,
 ) -> TrainResult:
     """Train ``config`` and return the final state, a summary and the history.
 
@@ -203,6 +204,9 @@ def train(
     documents its fields) handed to the sinks: the checkpoint writer, the console panel with
     TensorBoard/wandb, and ``on_block(record)`` when given. ``sinks`` replaces the panel and the
     callback with your own (the checkpoint sink is still added first when one applies).
+
+    ``wandb``: ``wandb.init`` options for ``logger="wandb"`` (``project``, ``entity``,
+    ``group``, ``name``, ...); TensorBoard files are written alongside.
 
     ``log_dir`` receives ``run_config.json`` (at the start), TensorBoard/wandb files and
     orbax checkpoints (``checkpoints/``); without one, nothing is written. One run at a time
@@ -227,16 +231,18 @@ def train(
     lock = claim_log_dir(log_dir) if log_dir is not None else None  # one run per log dir
     try:
         return _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
-                      on_block, sinks)  # fmt: skip
+                      on_block, sinks, wandb)  # fmt: skip
     finally:
         if lock is not None:
             lock.release()
 
 
-def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer, on_block, sinks):
+def _train(
+    config, trainer, log_dir, logger, quiet, initial_state, checkpointer, on_block, sinks, wandb
+):
     log_dir = Path(log_dir) if log_dir is not None else None
     if sinks is None:
-        sinks = _default_sinks(logger, quiet)
+        sinks = _default_sinks(logger, quiet, wandb)
         if on_block is not None:
             sinks.append(CallbackSink(on_block))
     run_config = {"train": _jsonable(config), "algo": _jsonable(trainer.algo_config)}
@@ -264,7 +270,7 @@ def _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
         sinks = [saver, *sinks]
     state = initial_state if initial_state is not None else trainer.init_state()
-    run = _run_info(trainer, config, log_dir, int(state.iteration))
+    run = _run_info(trainer, config, log_dir, int(state.iteration), run_config)
     start = time.perf_counter()
     try:
         with stop:
@@ -308,12 +314,12 @@ def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_
     raise run_stopped(signum, done, checkpoint, summary, saved)
 
 
-def _default_sinks(logger: str, quiet: bool) -> list[Sink]:
+def _default_sinks(logger: str, quiet: bool, wandb: dict | None) -> list[Sink]:
     """The live panel on a terminal; plain lines in a log file (stdout redirected), with the
     panel's TensorBoard/wandb files still written."""
     if quiet or sys.stdout.isatty():
-        return [LoggerSink(logger, quiet)]
-    return [PlainLineSink(), LoggerSink(logger, quiet=True)]
+        return [LoggerSink(logger, quiet, wandb)]
+    return [PlainLineSink(), LoggerSink(logger, quiet=True, wandb=wandb)]
 
 
 def _health_sink(trainer: Trainer) -> HealthSink:
@@ -331,7 +337,9 @@ def _jsonable(config: Any) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
-def _run_info(trainer: Trainer, config: TrainConfig, log_dir: Path | None, done: int) -> RunInfo:
+def _run_info(
+    trainer: Trainer, config: TrainConfig, log_dir: Path | None, done: int, run_config: dict
+) -> RunInfo:
     return RunInfo(
         algo_name=get_algo(config.algo).display_name,
         env_name=config.env,
@@ -344,6 +352,7 @@ def _run_info(trainer: Trainer, config: TrainConfig, log_dir: Path | None, done:
         num_devices=config.num_devices,
         log_dir=str(log_dir or ""),
         start_iteration=done,
+        config=run_config,
     )
 
 

@@ -242,6 +242,8 @@ class BaseTrainingLogger:
         if self.log_backend == "tensorboard":
             self._init_tensorboard(tensorboard_subdir)
         elif self.log_backend == "wandb":
+            # TensorBoard files are written alongside, so a wandb run is readable offline.
+            self._init_tensorboard(tensorboard_subdir)
             config = {"algo": algo_name, "env": env_name, "num_envs": num_envs}
             config.update(wandb_config or {})
             self._init_wandb(
