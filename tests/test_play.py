@@ -1,0 +1,95 @@
+"""``python -m unilab_jax.play``: a real offscreen render of a tiny run into a real mp4."""
+
+import os
+
+import pytest
+
+from unilab_jax import play
+from unilab_jax.config import TrainConfig
+from unilab_jax.trainer import train
+
+# The configuration of tests/test_loop.py's TINY with a checkpoint at iteration 4: its
+# compiled programs come from the persistent compile cache.
+TINY = TrainConfig(
+    env="PendulumSwingup",
+    algo="sac",
+    num_envs=8,
+    replay_buffer_n=16,
+    batch_size=32,
+    updates_per_step=2,
+    policy_frequency=2,
+    learning_starts=3,
+    max_iterations=4,
+    log_interval=2,
+    save_interval=4,
+    eval_envs=0,
+    env_overrides={"episode_length": 5},
+)
+TINY_SAC = {"actor_hidden_dim": 16, "critic_hidden_dim": 32, "num_atoms": 11}
+
+
+@pytest.fixture
+def gl_backend(monkeypatch):
+    """The GL backend play would use; skips, saying why, when none renders here."""
+    imageio = pytest.importorskip("imageio.v2", reason=f"needs imageio: {play.VIDEO_EXTRA}")
+    pytest.importorskip("imageio_ffmpeg", reason=f"needs imageio-ffmpeg: {play.VIDEO_EXTRA}")
+    # play sets these for the backend it picks; restore them for the other tests.
+    for name in ("MUJOCO_GL", "PYOPENGL_PLATFORM"):
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    backend, failures = play.choose_gl_backend()
+    if backend is None:
+        pytest.skip(play.no_backend_message(failures))
+    return backend, imageio
+
+
+# imageio-ffmpeg starts ffmpeg with subprocess (fork + exec), which JAX warns about.
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_play_renders_the_policy_into_an_mp4(tmp_path, gl_backend, capsys):
+    backend, imageio = gl_backend
+    train(TINY, TINY_SAC, log_dir=tmp_path / "run", logger="none", quiet=True)
+    video = tmp_path / "out.mp4"
+    argv = [str(tmp_path / "run"), "--video", str(video), "--steps", "5"]
+    assert play.main([*argv, "--width", "64", "--height", "48", "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    # Episodes are 5 steps long (the run's override): 2 episodes, 5 frames each.
+    assert "episode 1 return" in out and "episode 2 return" in out
+    assert f"video: {video} (10 frames, 64x48 at 20 fps" in out
+    assert f"MUJOCO_GL={backend}" in out
+    assert video.is_file() and video.stat().st_size > 0
+    with imageio.get_reader(str(video), format="FFMPEG") as reader:
+        frames = [frame for frame in reader]
+        assert reader.get_meta_data()["fps"] == pytest.approx(20)
+    assert len(frames) == 10
+    assert all(frame.shape == (48, 64, 3) for frame in frames)
+    assert max(frame.std() for frame in frames) > 1  # a picture, not a blank frame
+
+
+def test_play_rejects_bad_video_arguments(tmp_path, capsys):
+    assert play.main([str(tmp_path), "--video", str(tmp_path / "a.mp4"), "--width", "63"]) == 2
+    assert "must be even" in capsys.readouterr().err
+    assert play.main([str(tmp_path), "--video", str(tmp_path / "a.gif")]) == 2
+    assert "--video must end in .mp4" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("off", "MUJOCO_GL=off turns MuJoCo's rendering off"),
+        ("bogus", "invalid value for environment variable MUJOCO_GL: bogus"),
+    ],
+)
+def test_a_mujoco_gl_that_cannot_render_exits_2_saying_why(
+    tmp_path, monkeypatch, capsys, value, reason
+):
+    pytest.importorskip("imageio_ffmpeg", reason=f"needs imageio-ffmpeg: {play.VIDEO_EXTRA}")
+    monkeypatch.setenv("MUJOCO_GL", value)
+    assert play.main([str(tmp_path), "--video", str(tmp_path / "a.mp4")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: MuJoCo cannot render offscreen with MUJOCO_GL={value}"
+    )
+    assert reason in err and "unset MUJOCO_GL" in err and "libosmesa6" in err
+    assert not (tmp_path / "a.mp4").exists()
