@@ -4,7 +4,8 @@ Usage: python interrupt_script.py LOG_DIR [KIND]. KIND: "single" (default, `OffP
 "double" (`DoubleBufferOffPolicyRunner`), "multi" (`MultiGPUOffPolicyRunner`, two gloo ranks)
 or "slow" (a single learner whose iterations from the 3rd on take 30 s: a first signal would
 wait for the iteration, a second must not). Writes "READY" straight to stdout after the first
-training iteration (after the 2nd for "slow"), then keeps training until stopped. SIGUSR1
+training iteration (after the 2nd for "slow"), then keeps training until stopped, and exits
+with the conventional status of the signal that stopped it (130, 143). SIGUSR1
 dumps every thread's stack to stderr (the tests ask for it when the run does not exit in time).
 """
 
@@ -22,6 +23,7 @@ from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.offpolicy.double_buffer_runner import DoubleBufferOffPolicyRunner
 from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
+from unilab_jax.interrupts import ImmediateInterrupt, TrainingInterrupted
 
 SLOW_ITERATION_S = 30.0
 LEARNER_KWARGS = dict(obs_dim=3, action_dim=1, critic_obs_dim=3, actor_hidden_dim=32,
@@ -82,8 +84,14 @@ def main() -> None:
     else:
         cls = {"single": ReadyRunner, "double": ReadyDoubleBufferRunner, "slow": SlowRunner}[kind]
         runner = cls(learner, "PendulumSwingup", "sac", **kwargs)
-    runner.learn(max_iterations=1_000_000, save_interval=0, log_dir=sys.argv[1],
-                 logger_type="console")  # fmt: skip
+    try:
+        runner.learn(max_iterations=1_000_000, save_interval=0, log_dir=sys.argv[1],
+                     logger_type="console")  # fmt: skip
+    except (TrainingInterrupted, ImmediateInterrupt) as stop:
+        # CPython exits with the SIGINT status (130) only for a plain uncaught
+        # KeyboardInterrupt, not for a subclass (exit status 1 after a traceback): a script that
+        # wants it asks. SIGTERM's TrainingTerminated is a SystemExit(143): left uncaught.
+        raise SystemExit(stop.exit_code) from None
 
 
 if __name__ == "__main__":

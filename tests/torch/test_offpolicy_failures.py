@@ -1,6 +1,8 @@
 """OffPolicyRunner failure paths with a real spawned collector: an exception in the collector
 (sync and async mode), a collector killed with SIGKILL, a NaN reward from the environment,
-Ctrl+C in a terminal (cursor restored, nothing left behind) and `close()` idempotency.
+SIGINT (Ctrl+C) and SIGTERM (preemption) in a terminal (a final checkpoint, the conventional
+exit status, the cursor restored, nothing left behind; a second signal stops at once) and
+`close()` idempotency.
 
 Every test must leave no live child process and no `/dev/shm` entry behind (`no_leftovers`).
 """
@@ -12,6 +14,7 @@ import json
 import multiprocessing as mp
 import os
 import pty
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +31,7 @@ from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 from unilab.ipc.async_runner import CollectorError
+from unilab_jax.interrupts import ImmediateInterrupt
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -225,78 +229,156 @@ def session_processes(sid: int) -> list[int]:
     return pids
 
 
-def test_ctrl_c_in_terminal_restores_cursor_and_leaves_nothing(tmp_path):
-    before = shm_entries()
-    master, slave = pty.openpty()
-    env = {
-        **os.environ,
-        "TERM": "xterm",
-        "COLUMNS": "120",
-        "LINES": "40",
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    env.pop("NO_COLOR", None)
-    env.pop("TERM_PROGRAM", None)
-    proc = subprocess.Popen(
-        [sys.executable, str(INTERRUPT_SCRIPT), str(tmp_path / "logs")],
-        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, cwd=REPO,
-    )  # fmt: skip
-    os.close(slave)
-    chunks: list[bytes] = []
-    ready = threading.Event()
+class SignalledRun:
+    """`interrupt_script.py LOG_DIR KIND` in a terminal (a pty, its own session), as a user
+    runs it: the console display is live, stdout and stderr land in `output`."""
 
-    def reader() -> None:
+    def __init__(self, log_dir: Path, kind: str) -> None:
+        self.before = shm_entries()
+        self.log_dir = log_dir
+        master, slave = pty.openpty()
+        env = {
+            **os.environ,
+            "TERM": "xterm",
+            "COLUMNS": "120",
+            "LINES": "40",
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        }
+        env.pop("NO_COLOR", None)
+        env.pop("TERM_PROGRAM", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(INTERRUPT_SCRIPT), str(log_dir), kind],
+            stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, cwd=REPO,
+        )  # fmt: skip
+        os.close(slave)
+        self.master = master
+        self.chunks: list[bytes] = []
+        self.ready = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
         while True:
             try:
-                data = os.read(master, 65536)
+                data = os.read(self.master, 65536)
             except OSError:  # EIO: every slave end is closed
                 return
             if not data:
                 return
-            chunks.append(data)
-            if b"READY" in b"".join(chunks):
-                ready.set()
+            self.chunks.append(data)
+            if b"READY" in b"".join(self.chunks):
+                self.ready.set()
 
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
-    try:
-        assert ready.wait(120), b"".join(chunks).decode(errors="replace")[-3000:]
-        time.sleep(1.0)  # a few more iterations with the live display running
-        sid = os.getsid(proc.pid)
-        assert sid == proc.pid
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl+C does
+    @property
+    def output(self) -> str:
+        return b"".join(self.chunks).decode(errors="replace")
+
+    def wait_ready(self) -> None:
+        assert self.ready.wait(120), self.output[-3000:]
+        assert os.getsid(self.proc.pid) == self.proc.pid
+
+    def wait_exit(self, timeout: float) -> tuple[int, float]:
+        """(return code, seconds until the exit)."""
         t0 = time.monotonic()
         try:
-            returncode = proc.wait(30)
+            returncode = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGUSR1)  # the script's faulthandler dumps every stack
+            os.kill(self.proc.pid, signal.SIGUSR1)  # the script's faulthandler dumps the stacks
             time.sleep(2.0)
-            output = b"".join(chunks).decode(errors="replace")
-            pytest.fail(f"no exit 30 s after Ctrl+C; the run's output ends with:\n{output[-6000:]}")
-        exit_time = time.monotonic() - t0
+            pytest.fail(f"no exit {timeout} s after the signal; the output ends with:\n"
+                        f"{self.output[-6000:]}")  # fmt: skip
+        return returncode, time.monotonic() - t0
+
+    def finish(self) -> str:
+        """Kill what is left (a failed test), wait for every process of the session (the
+        resource tracker included, whose warnings land in the output) and close the pty."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        deadline = time.monotonic() + 10
+        while (alive := session_processes(self.proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.reader.join(10)
+        os.close(self.master)
+        output = self.output
+        assert not alive, f"processes of the stopped run still alive: {alive}"
+        left = wait_no_leak(self.before)
+        assert not left, f"/dev/shm entries left behind by the stopped run: {sorted(left)}"
+        assert "leaked" not in output, output[-3000:]  # the resource tracker's warnings
+        assert "CollectorError" not in output, output[-3000:]  # the collector ignored it
+        return output
+
+
+STOP_LINE = re.compile(
+    r"(SIGINT|SIGTERM): stopped after iteration (\d+); saved checkpoint (\S+\.pt)\. To resume, "
+    r"load it into the learner with learner\.load_state_dict\(torch\.load\('\S+'\)\) and "
+    r"call learn again"
+)
+
+
+def check_stop_line(output: str, log_dir: Path, signame: str) -> int:
+    """The one line a stopped run writes: returns its iteration, whose checkpoint it saved."""
+    lines = STOP_LINE.findall(output)
+    assert len(lines) == 1, output[-3000:]
+    name, iteration, path = lines[0]
+    assert name == signame and int(iteration) > 0
+    assert path == str(log_dir / f"model_{iteration}.pt")
+    assert sorted(p.name for p in log_dir.glob("model_*.pt")) == [f"model_{iteration}.pt"]
+    learner = FastSACLearner(3, 1, 3, actor_hidden_dim=32, critic_hidden_dim=32, v_min=-5, v_max=40)
+    learner.load_state_dict(torch.load(path))  # the resume the line tells of
+    return int(iteration)
+
+
+# The first signal finishes the iteration, saves it, stops the collector, frees the shared
+# memory, restores the terminal and ends the script with the signal's status (130: SystemExit
+# from the script's `except`, see interrupt_script.py; 143: the uncaught TrainingTerminated).
+# Double buffer on Ctrl+C (to the whole process group, the collector included), the single
+# learner on SIGTERM to the learner only (a cluster signalling the job's main process), two
+# ranks on SIGTERM to the whole group (a cluster signalling every process: the parent decides).
+@pytest.mark.parametrize(
+    ("kind", "signame"), [("double", "SIGINT"), ("single", "SIGTERM"), ("multi", "SIGTERM")]
+)
+def test_signal_in_terminal_saves_restores_cursor_and_leaves_nothing(tmp_path, kind, signame):
+    run = SignalledRun(tmp_path / "logs", kind)
+    try:
+        run.wait_ready()
+        time.sleep(1.0)  # a few more iterations with the live display running
+        signum = getattr(signal, signame)
+        if kind == "single":
+            os.kill(run.proc.pid, signum)
+        else:
+            os.killpg(run.proc.pid, signum)  # what a terminal's Ctrl+C does
+        returncode, exit_time = run.wait_exit(30)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    thread.join(10)
-    os.close(master)
-    output = b"".join(chunks).decode(errors="replace")
+        output = run.finish()
     tail = output[-3000:]
-    assert returncode == -signal.SIGINT, (returncode, tail)  # KeyboardInterrupt, uncaught
-    assert exit_time < 30
-    assert "KeyboardInterrupt" in output, tail
-    assert "CollectorError" not in output, tail  # the collector ignored the SIGINT
+    assert returncode == 128 + signum, (returncode, tail)
+    assert exit_time < 15, exit_time  # measured 2.5 s (single), 4.7 s (two ranks)
+    check_stop_line(output, run.log_dir, signame)
     ready_at = output.index("READY")
     hide_at = output.find(HIDE_CURSOR)
     assert 0 <= hide_at < ready_at, "the live display should have hidden the cursor"
     assert output.rfind(SHOW_CURSOR) > ready_at, "the cursor was not shown again: " + repr(tail)
     assert output.rfind(SHOW_CURSOR) > output.rfind(HIDE_CURSOR)
-    deadline = time.monotonic() + 10
-    while (alive := session_processes(sid)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive, f"processes of the interrupted run still alive: {alive}"
-    left = wait_no_leak(before)
-    assert not left, f"/dev/shm entries left behind by the interrupted run: {sorted(left)}"
+
+
+def test_second_signal_stops_at_once_and_leaves_nothing(tmp_path):
+    """A first SIGTERM waits for the running iteration (30 s here), a second one does not."""
+    run = SignalledRun(tmp_path / "logs", "slow")
+    try:
+        run.wait_ready()
+        time.sleep(0.5)  # into the slow 3rd iteration
+        os.kill(run.proc.pid, signal.SIGTERM)
+        time.sleep(1.0)
+        assert run.proc.poll() is None, "the first SIGTERM must let the iteration finish"
+        os.kill(run.proc.pid, signal.SIGTERM)
+        returncode, exit_time = run.wait_exit(30)
+    finally:
+        output = run.finish()
+    assert returncode == 143, (returncode, output[-3000:])
+    assert exit_time < 8, exit_time  # measured 2.5 s; the iteration would take 30 s
+    assert f"second SIGTERM: stopped at once; no checkpoint in {run.log_dir}" in output
+    assert not list(run.log_dir.glob("model_*.pt"))  # no iteration after READY finished
 
 
 # -- close() --------------------------------------------------------------------------------------
@@ -372,6 +454,12 @@ def test_interrupt_swallowed_by_a_finaliser_is_raised_again():
             del obj  # no KeyboardInterrupt escapes
             assert guard.requested
             with pytest.raises(KeyboardInterrupt):
+                guard.check()
+            # The first SIGINT was a stop request (nothing raised); the second one's immediate
+            # stop, raised inside __del__ and swallowed there, is raised again too.
+            obj = SignalsWhileFinalised()
+            del obj
+            with pytest.raises(ImmediateInterrupt):
                 guard.check()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:

@@ -50,6 +50,7 @@ SUMMARY_KEYS = {
     "training_wall_time_sec",
     "backend",
     "compile_time_sec",
+    "warnings",
 }
 
 

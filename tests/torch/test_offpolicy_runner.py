@@ -349,3 +349,15 @@ def test_two_gloo_learners_on_half_batches_equal_one_learner_on_the_whole(algo, 
             torch.testing.assert_close(ranks[0][key][name], value, rtol=2e-5, atol=2e-6)
     if algo == "sac":
         torch.testing.assert_close(ranks[0]["log_alpha"], single["log_alpha"])
+
+
+def test_a_support_too_small_for_the_returns_warns_on_the_torch_path(tmp_path, capsys):
+    # Pendulum returns reach ~30 at gamma 0.97: a support of [-1, 2] pins the critic's
+    # targets to v_max, which the torch learner reports and the loop warns about once.
+    learner = tiny_sac(v_min=-1.0, v_max=2.0)
+    runner = OffPolicyRunner(learner, ENV, "sac", sim_backend="mujoco", **TINY_RUN)
+    runner.learn(max_iterations=40, save_interval=0, log_dir=str(tmp_path), logger_type="console")
+    (warning,) = runner.last_run_summary["warnings"]
+    assert warning.startswith("value support too small: ")
+    assert "beyond v_max = 2 (train/target_clip_high) for 30 iterations" in warning
+    assert "WARNING value support too small" in capsys.readouterr().out

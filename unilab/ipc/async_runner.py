@@ -10,16 +10,22 @@ the lifetime rules in one place:
   collector's traceback. A collector that dies without a report (killed, segfault) is reported
   with its exit code. The reference at the documented version sent `{"error": ...}` over the
   metrics queue and then swallowed it (quirk "collector errors are swallowed").
-- The collector ignores SIGINT: Ctrl+C in a terminal reaches the whole process group, and the
-  learner, not the collector, decides how to stop (it sets the stop event in `close()`). The
-  collector also exits on its own if the learner process disappears (`parent_alive`).
-- Ctrl+C cannot be lost in the learner: `interrupt_guard()` (around the training loop) notes
-  every SIGINT, and the loop re-raises `KeyboardInterrupt` at its next iteration. Python
-  swallows an exception raised while a finaliser (`__del__`, a weakref callback) runs, so a
-  SIGINT landing there would otherwise leave a 1,000,000-iteration run going.
+- The collector ignores SIGINT and SIGTERM: Ctrl+C in a terminal reaches the whole process
+  group (and a cluster may signal every process of a job), and the learner, not the
+  collector, decides how to stop (it sets the stop event in `close()`). The collector also
+  exits on its own if the learner process disappears (`parent_alive`), and ends with
+  `os._exit` (no interpreter teardown to wait for).
+- Signals in the learner: `InterruptGuard` (`interrupt_guard()`, around a run) is the core's
+  `unilab_jax.interrupts.StopSignals`: the first SIGINT/SIGTERM is a request that the loop
+  honours where it waits for its next iteration's data (`check()` raises `StopRequested`; the
+  loop saves and raises `RunStopped`), a second one raises `ImmediateStop` at once. Neither
+  can be lost: Python swallows an exception raised while a finaliser (`__del__`, a weakref
+  callback) runs, and `check()` raises a swallowed one again, so a signal landing there
+  cannot leave a 1,000,000-iteration run going. Cleanup runs `deferred()`: signals then are
+  noted, not raised, so that it always finishes.
 - `close()` is idempotent and runs from `learn()`'s `finally`, from user code and from
-  `__del__`: set stop, join (10 s), terminate, join (5 s), kill, then release every registered
-  resource (`cleanup()` if it has one, else `close()`), so no process and no `/dev/shm` entry
+  `__del__`: set stop, join (10 s), kill, then release every registered resource
+  (`cleanup()` if it has one, else `close()`), so no process and no `/dev/shm` entry
   outlives the run.
 """
 
@@ -31,49 +37,123 @@ import multiprocessing as mp
 import os
 import queue
 import signal
-import threading
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["AsyncRunner", "CollectorError", "InterruptGuard", "interrupt_guard", "parent_alive"]
+from unilab_jax.interrupts import ImmediateStop, StopSignals, signal_name
+
+__all__ = [
+    "AsyncRunner",
+    "CollectorError",
+    "InterruptGuard",
+    "InterruptRequested",
+    "StopRequested",
+    "TerminationRequested",
+    "interrupt_guard",
+    "parent_alive",
+    "stop_requested",
+]
 
 _JOIN_TIMEOUT_S = 10.0
-_TERMINATE_TIMEOUT_S = 5.0
 
 
-class InterruptGuard:
-    """Remembers a SIGINT so that the training loop can raise it again (``check()``)."""
+class StopRequested(BaseException):
+    """A first SIGINT/SIGTERM, raised by ``InterruptGuard.check()`` where the training loop can
+    stop: the loop catches it, saves and raises ``RunStopped``. Should it escape, it ends the
+    program like the signal's own exception: ``InterruptRequested`` is a ``KeyboardInterrupt``,
+    ``TerminationRequested`` a ``SystemExit`` with code 143."""
 
-    def __init__(self) -> None:
-        self.requested = False
+    signum: int
 
-    def handler(self, signum: int, frame: Any) -> None:
-        self.requested = True
-        raise KeyboardInterrupt
+    def __str__(self) -> str:
+        return f"{signal_name(self.signum)} received: stopping"
+
+
+class InterruptRequested(StopRequested, KeyboardInterrupt):
+    """A first SIGINT (Ctrl+C)."""
+
+
+class TerminationRequested(StopRequested, SystemExit):
+    """A first SIGTERM (preemption)."""
+
+
+def stop_requested(signum: int) -> StopRequested:
+    """The ``StopRequested`` of ``signum``."""
+    error = TerminationRequested(128 + signum) if signum == signal.SIGTERM else InterruptRequested()
+    error.signum = signum
+    return error
+
+
+_DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
+class InterruptGuard(StopSignals):
+    """The core's ``StopSignals`` (first SIGINT/SIGTERM: a request, ``requested``; second: an
+    immediate ``ImmediateStop``), made safe against finalisers and for cleanup:
+
+    - Python swallows an exception raised while a finaliser (``__del__``, a weakref callback)
+      runs. The guard remembers the immediate stop it raised, and ``check()`` raises it again;
+      ``check()`` also raises ``StopRequested`` once a stop was requested, so a loop that calls
+      it at every iteration and in its waits cannot miss either.
+    - ``deferred()``: while cleanup runs (collector join, shared memory), further signals are
+      noted and ignored, so they cannot leave a process or a ``/dev/shm`` entry behind.
+    - Installed only over Python's default handler of each signal, in the main thread: a
+      handler of the caller's own (or an ignored signal) is left alone.
+    """
+
+    def __init__(self, on_request: Callable[[int], Any] | None = None) -> None:
+        super().__init__(on_request)
+        self.pending: BaseException | None = None
+        self._deferring = False
+
+    def __enter__(self) -> InterruptGuard:
+        super().__enter__()
+        for signum, previous in list(self._previous.items()):
+            if previous is not _DEFAULT_HANDLERS.get(signum):
+                signal.signal(signum, previous)  # the caller's own handler (or SIG_IGN) stays
+                del self._previous[signum]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        self.pending = None  # its traceback would keep the run's frames alive
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self._deferring:
+            if self.requested is None:
+                self.requested = signum
+            return
+        try:
+            super()._handle(signum, frame)
+        except ImmediateStop as error:
+            self.pending = error
+            raise
 
     def check(self) -> None:
-        """Raise ``KeyboardInterrupt`` if a SIGINT arrived (even one that was swallowed)."""
-        if self.requested:
-            raise KeyboardInterrupt
+        """Raise a swallowed immediate stop again, else ``StopRequested`` if a signal asked
+        the run to stop."""
+        if self.pending is not None:
+            raise self.pending
+        if self.requested is not None:
+            raise stop_requested(self.requested)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Signals arriving inside the block are noted, not raised (cleanup must finish)."""
+        previous, self._deferring = self._deferring, True
+        try:
+            yield
+        finally:
+            self._deferring = previous
 
 
 @contextlib.contextmanager
-def interrupt_guard() -> Iterator[InterruptGuard]:
-    """Install :class:`InterruptGuard`'s SIGINT handler for the block, in the main thread and
-    only over Python's default handler (a handler of the caller's own is left alone)."""
-    guard = InterruptGuard()
-    installed = (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    )
-    if installed:
-        signal.signal(signal.SIGINT, guard.handler)
-    try:
+def interrupt_guard(on_request: Callable[[int], Any] | None = None) -> Iterator[InterruptGuard]:
+    """An active :class:`InterruptGuard` for the block (see there)."""
+    with InterruptGuard(on_request) as guard:
         yield guard
-    finally:
-        if installed:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class CollectorError(RuntimeError):
@@ -91,18 +171,32 @@ def _collector_entry_wrapper(
     stop_event: Any,
     kwargs: dict[str, Any],
 ) -> None:
-    """Run the collector; report any exception to the learner with its traceback."""
+    """Run the collector; report any exception to the learner with its traceback.
+
+    The process then ends at once (`os._exit`): the interpreter's own teardown takes seconds
+    with jax and MuJoCo loaded (module garbage collection), time a stopping learner would
+    wait for, and nothing is left to flush (the learner reads nothing once it stopped us;
+    the report pipe is written synchronously).
+    """
+    # The learner decides how to stop (stop event, `close()`): a Ctrl+C reaches the whole
+    # process group, and a preempted job's SIGTERM may too.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    code = 0
     try:
         target_fn(stop_event, **kwargs)
     except BaseException as error:  # noqa: BLE001 - every failure must reach the learner
+        code = 1
         report = "".join(traceback.format_exception(error))
         with contextlib.suppress(OSError, ValueError):  # learner gone: nobody to tell
             error_conn.send(report)
         stop_event.set()
-        raise SystemExit(1) from None
     finally:
         error_conn.close()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def close_queue(q: Any) -> None:
@@ -210,10 +304,7 @@ class AsyncRunner(abc.ABC):
         if process is None:
             return
         process.join(_JOIN_TIMEOUT_S)
-        if process.is_alive():
-            process.terminate()
-            process.join(_TERMINATE_TIMEOUT_S)
-        if process.is_alive():
+        if process.is_alive():  # it ignores SIGTERM (see `_collector_entry_wrapper`)
             process.kill()
             process.join()
         self._collector_process = None

@@ -23,7 +23,8 @@ installs that source. Instead of sampling:
 
 Deviations from the reference, each checked by a test: the pipeline thread never dies
 silently (its exception is re-raised by the learner), the learner's wait wakes at least every
-0.5 s to check the collector (a dead collector raises instead of hanging), the pipeline is
+0.5 s to check the collector (a dead collector raises instead of hanging) and a stop signal
+(`torch_loop`: the run stops before training that iteration), the pipeline is
 closed on every exit path (it is a registered resource of the run, `close()` is idempotent),
 every iteration is logged (the reference logged every 10th, a later fix logs all), and the
 algo name is always the core registry's display name (`"FastSAC"`, `"FastTD3"`).
@@ -378,7 +379,7 @@ class DoubleBufferBatches(BatchSource):
         with maybe_span(
             run.recorder, "learner/wait_for_replay_batch", cat="learner", iteration=iteration
         ):
-            pipeline.wait_until_ready(iteration, check=runner.check_collector)
+            pipeline.wait_until_ready(iteration, check=runner._check_waiting)
         h2d_time = time.perf_counter() - t0
         slot = pipeline.take(iteration)
         self._record(iteration, data_ptr, pipeline.last_meta)

@@ -19,6 +19,11 @@ Differences from the reference runner:
   iteration), what the learners' own ``update_critic`` counts; the reference runner adds one
   per learning iteration on top of that.
 - No deterministic evaluation is run (``eval_envs=0``) and ``trace_path`` is always None.
+
+SIGINT/SIGTERM are the core's (``unilab_jax.interrupts``): the first finishes the running
+block, saves ``model_<iteration>.pt`` (written back into the learner) and raises
+``RunStopped`` whose ``summary`` is this module's summary (status ``"interrupted (SIGTERM)"``),
+a second one raises ``ImmediateStop`` at once.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
+from unilab.algos.torch.offpolicy.run_state import save_model
 from unilab.algos.torch.registry import get_torch_algo
 from unilab_jax.config import TrainConfig
+from unilab_jax.interrupts import RunStopped
 from unilab_jax.loop import TrainState
 from unilab_jax.trainer import Trainer, train
 
@@ -87,20 +93,31 @@ def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_ty
         learner.update_count = update_count + _critic_updates(config, step)
 
     checkpointer = _TorchCheckpointer(Path(log_dir), learner, write_back)
-    result = train(
-        config,
-        trainer=trainer,
-        initial_state=state,
-        # A run that trains nothing writes nothing, not even the core's run_config.json.
-        log_dir=log_dir if config.max_iterations > 0 else None,
-        logger=logger_type if logger_type in ("tensorboard", "wandb") else "none",
-        quiet=logger_type == "no_print",
-        checkpointer=checkpointer,  # never called when no iteration runs
-    )
+    try:
+        result = train(
+            config,
+            trainer=trainer,
+            initial_state=state,
+            # A run that trains nothing writes nothing, not even the core's run_config.json.
+            log_dir=log_dir if config.max_iterations > 0 else None,
+            logger=logger_type if logger_type in ("tensorboard", "wandb") else "none",
+            quiet=logger_type == "no_print",
+            checkpointer=checkpointer,  # never called when no iteration runs
+        )
+    except RunStopped as stop:  # the final checkpoint wrote the state back into the learner
+        stop.summary = _facade_summary(stop.summary)
+        raise
     write_back(int(result.state.iteration), result.state)
-    summary = {key: result.summary.get(key) for key in _SUMMARY_KEYS}
+    return _facade_summary(result.summary)
+
+
+def _facade_summary(core_summary: dict) -> dict:
+    """The reference's keys of the core's run summary, plus ``backend``, compile time and the
+    health warnings (e.g. a value support that clips)."""
+    summary = {key: core_summary.get(key) for key in _SUMMARY_KEYS}
     summary["backend"] = "mjx"
-    summary["compile_time_sec"] = result.summary["compile_time_sec"]
+    summary["compile_time_sec"] = core_summary.get("compile_time_sec")
+    summary["warnings"] = list(core_summary.get("warnings") or [])
     return summary
 
 
@@ -147,9 +164,7 @@ class _TorchCheckpointer:
 
     def save(self, step: int, state: TrainState) -> str:
         self.write_back(step, state)
-        path = self.log_dir / f"model_{step}.pt"
-        torch.save(self.learner.get_state_dict(), path)
-        return str(path)
+        return save_model(self.learner, self.log_dir / f"model_{step}.pt")
 
     def close(self) -> None:
         pass

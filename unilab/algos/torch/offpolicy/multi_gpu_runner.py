@@ -29,6 +29,10 @@ Deliberate deviations from the reference (quirks), each checked by a test:
 - Rank 0 watches the collector while it waits for data, so a collector failure stops every
   rank with `CollectorError` (the reference never checked), and `last_run_summary` is set.
 - Both `FastSACLearner` and `FastTD3Learner` work (`world_size` all-reduce in both).
+- A SIGTERM/SIGINT to the parent stops every rank after the running iteration, rank 0 saving
+  `model_<iteration>.pt`, and raises `RunStopped` in the parent (`ranks`); the ranks ignore
+  both signals themselves (the parent decides), so one sent to the whole job stops it cleanly
+  too.
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ class MultiGPUOffPolicyRunner(OffPolicyRunner):
     def __getstate__(self) -> dict[str, Any]:
         """What a learner rank receives: settings and IPC handles; no learner, no processes."""
         state = self.__dict__.copy()
-        for key in ("learner", "_ctx", "_rank_context"):
+        for key in ("learner", "_ctx", "_rank_context", "_interrupts"):
             state.pop(key, None)
         state["_active_logger"] = None
         state["_collector_process"] = None  # not our child there: watched through its pipe

@@ -7,12 +7,23 @@ collector and spawns `world_size` ranks with `torch.multiprocessing`; each joins
 runs `TorchLoop._run_rank`, the same loop as a single learner. Rank 0's final learner state and
 summary come back through a file. A failure in any rank (a `CollectorError` seen by rank 0
 included) stops the others and is raised in the parent.
+
+Signals: the parent is the process a cluster sends SIGTERM to (a terminal's Ctrl+C, and a job's
+SIGTERM on some clusters, reach every process of the group: the ranks ignore both, as the
+collector does). The parent's first
+SIGINT/SIGTERM is written into a shared int (`runner._rank_stop`); rank 0 sees it where it waits
+for the next iteration's data, tells the other ranks to stop (`wait_on_lead`), saves
+`model_<iteration>.pt` of its last finished iteration and returns the learner state, the
+summary and the stop through the result file; the parent loads them, releases the collector
+and the shared memory and raises `RunStopped`. A second signal stops at once: the parent
+terminates the ranks and still releases everything (`TorchLoop._learn_torch`).
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import signal
 import socket
 import tempfile
 from collections.abc import Callable
@@ -26,6 +37,7 @@ import torch.multiprocessing as torch_mp
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
 from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
 from unilab.ipc.async_runner import CollectorError
+from unilab_jax.interrupts import RunStopped, run_stopped
 
 __all__ = ["StoppedByLead", "broadcast_normalizers", "learn_on_ranks", "wait_on_lead"]
 
@@ -75,10 +87,16 @@ def _free_port() -> int:
 def learn_on_ranks(
     runner: Any, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
 ) -> None:
-    """The parent's side of a multi-rank run of `runner` (a `MultiGPUOffPolicyRunner`)."""
+    """The parent's side of a multi-rank run of `runner` (a `MultiGPUOffPolicyRunner`); the
+    caller (`TorchLoop._learn_torch`) stops the ranks and closes the run in its `finally`."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="unilab-ranks-") as tmp:
         result_path = Path(tmp) / "rank0.pt"
+        # The parent's stop request, for rank 0 (a signal may have come already).
+        runner._rank_stop = runner._ctx.Value("i", 0, lock=False)
+        guard = runner._interrupts
+        if guard is not None and guard.requested is not None:
+            runner._rank_stop.value = guard.requested
         try:
             runner._open_run(None, max_iterations)
             runner._start_collector(off_policy_collector_fn, runner._collector_kwargs())
@@ -105,25 +123,25 @@ def learn_on_ranks(
             result = torch.load(result_path, weights_only=False)
             runner.learner.load_state_dict(result["learner"])
             runner.last_run_summary = result["summary"]
+            if result.get("stopped") is not None:
+                signum, iteration, checkpoint, saved = result["stopped"]
+                raise run_stopped(signum, iteration, checkpoint, result["summary"], saved)
         finally:
-            stop_ranks(runner)
-            runner.close()
+            runner._rank_stop = None
 
 
 def stop_ranks(runner: Any) -> None:
-    """Terminate (then kill) rank processes still alive; idempotent."""
+    """Kill rank processes still alive (they ignore SIGTERM); idempotent. Ranks own no shared
+    resource: the parent releases the run's."""
     context = getattr(runner, "_rank_context", None)
     runner._rank_context = None
     if context is None:
         return
     for process in context.processes:
         if process.is_alive():
-            process.terminate()
-    for process in context.processes:
-        process.join(5.0)
-        if process.is_alive():
             process.kill()
-            process.join()
+    for process in context.processes:
+        process.join()
 
 
 def _learner_worker(
@@ -141,6 +159,9 @@ def _learner_worker(
     result_path: str,
 ) -> None:
     """One learner rank: join the process group, build the learner, run the loop."""
+    # The parent decides how to stop (a Ctrl+C or a job's SIGTERM may reach every process).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     use_cuda = runner.device.type == "cuda"
     device = torch.device(f"cuda:{rank}") if use_cuda else torch.device("cpu")
     if use_cuda:
@@ -166,6 +187,11 @@ def _learner_worker(
         try:
             summary = runner._run_rank(rank, max_iterations, save_interval, log_dir, logger_type)
         except StoppedByLead:
+            return
+        except RunStopped as stop:  # rank 0, after its final checkpoint: tell the parent
+            stopped = (stop.signum, stop.iteration, stop.checkpoint, stop.saved)
+            result = {"learner": learner.get_state_dict(), "summary": stop.summary}
+            torch.save({**result, "stopped": stopped}, result_path)
             return
         if rank == 0:
             torch.save({"learner": learner.get_state_dict(), "summary": summary}, result_path)

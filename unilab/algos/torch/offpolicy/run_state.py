@@ -3,6 +3,7 @@ the `last_run_summary` built from them (the reference's keys, in its order)."""
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,20 @@ from typing import Any
 from unilab.ipc.async_runner import drain_queue
 from unilab.logging.trace_event import TraceRecorder
 from unilab_jax.logging import OffPolicyLogger
+from unilab_jax.sinks import HealthSink
 
-__all__ = ["RunState"]
+__all__ = ["RunState", "save_model"]
+
+
+def save_model(learner: Any, path: Path) -> str:
+    """``torch.save(learner.get_state_dict())`` as ``path``, atomically: written beside it and
+    renamed into place, so an interrupted save never leaves a truncated ``model_<it>.pt``."""
+    import torch
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(learner.get_state_dict(), tmp)
+    os.replace(tmp, path)
+    return str(path)
 
 
 class RunState:
@@ -29,6 +42,24 @@ class RunState:
         self.mean_ep_length: float | None = None
         self.last_checkpoint: str | None = None
         self.trace_path: str | None = None
+        self.health: HealthSink | None = None
+        self.warnings: list[str] = []
+
+    def watch_support(self, config: Any) -> None:
+        """Warn when the learner's C51 support clips its targets (``HealthSink``'s check):
+        30 iterations in a row with more than 5% of the target mass beyond an edge."""
+        if all(hasattr(config, name) for name in ("v_min", "v_max", "gamma")):  # C51 learners
+            self.health = HealthSink(
+                config.v_min, config.v_max, config.gamma, patience=30, unit="iterations"
+            )
+
+    def check_health(self, metrics: dict[str, float]) -> list[str]:
+        """New warnings for this iteration's learner metrics (kept for the summary)."""
+        if self.health is None:
+            return []
+        new = (self.health.block({"learner": metrics}, None) or {}).get("warnings", [])
+        self.warnings.extend(new)
+        return new
 
     def take_metrics(self, metrics_queue: Any, logger: OffPolicyLogger) -> None:
         """Everything the collector sent since the last call: trace events, episode
@@ -72,6 +103,7 @@ class RunState:
             "trace_path": self.trace_path,
             "training_wall_time_sec": wall,
             "backend": "mujoco",
+            "warnings": list(self.warnings),
         }
         if world_size > 1:
             summary["world_size"] = world_size

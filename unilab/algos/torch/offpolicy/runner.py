@@ -54,10 +54,23 @@ Deliberate deviations from the reference (quirks), each checked by a test:
   no-op for SAC), with the learner's epsilon.
 - `learner.update_count` is the learner's own counter of critic updates; the runner does not
   add one per iteration.
+- SIGTERM (a cluster's preemption) and SIGINT (Ctrl+C) stop `learn` safely on both backends
+  (the reference died on SIGTERM with its collector and shared memory left to the resource
+  tracker, and lost everything since the last periodic save on Ctrl+C). The first signal lets
+  the running iteration (torch) or block (mjx) finish, saves `model_<iteration>.pt`, stops the
+  collector and frees the shared memory, restores the terminal, writes one line to stderr
+  ("SIGTERM: stopped after iteration N; saved checkpoint PATH. To resume, ...") and raises
+  `unilab_jax.interrupts.RunStopped` with `last_run_summary` set (status
+  `"interrupted (SIGTERM)"`): `TrainingTerminated` is a `SystemExit(143)`, so an uncaught one
+  ends a script with status 143; `TrainingInterrupted` is a `KeyboardInterrupt` (CPython gives
+  status 130 only to a plain one: a script wanting it exits with `error.exit_code`). A second
+  signal raises `ImmediateStop` at once, still releasing the collector, the ranks and the
+  shared memory (`torch_loop`, `ranks`).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +82,7 @@ from unilab.algos.torch.offpolicy.run_state import RunState
 from unilab.algos.torch.offpolicy.settings import SIM_BACKENDS
 from unilab.algos.torch.offpolicy.torch_loop import RUN_IPC_ATTRIBUTES, TorchLoop
 from unilab.algos.torch.registry import actor_kwargs_from_learner, build_actor, get_torch_algo
+from unilab_jax.interrupts import ImmediateStop, RunStopped
 from unilab_jax.logging import OffPolicyLogger
 
 __all__ = ["SIM_BACKENDS", "OffPolicyRunner"]
@@ -213,9 +227,18 @@ class OffPolicyRunner(TorchLoop):
         config = self.config.replace(max_iterations=max_iterations, save_interval=save_interval)
         if self.seed is None:
             config = config.replace(seed=draw_seed())
-        self.last_run_summary = learn_with_jax(
-            self.learner, config, log_dir=log_dir, logger_type=logger_type
-        )
+        self.last_run_summary = None
+        try:
+            self.last_run_summary = learn_with_jax(
+                self.learner, config, log_dir=log_dir, logger_type=logger_type
+            )
+        except RunStopped as stop:  # the core saved, restored the terminal and stopped
+            self.last_run_summary = stop.summary
+            print(f"\n{self._stop_line(stop, log_dir)}", file=sys.stderr, flush=True)
+            raise
+        except ImmediateStop as stop:
+            print(f"\n{self._stop_line(stop, log_dir)}", file=sys.stderr, flush=True)
+            raise
 
     def _algo_name(self) -> str:
         return get_torch_algo(self.algo_type).core.display_name

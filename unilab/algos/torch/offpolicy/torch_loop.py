@@ -16,6 +16,19 @@ One iteration: wait for this iteration's data (sync: one new chunk, past the sta
 batch source prepare, run the update schedule (`common.updates.run_updates`), publish the
 actor (and statistics) through `SharedWeightSync`, release the collector, log; checkpoint
 every `save_interval` iterations and after the last one.
+
+SIGINT and SIGTERM (`_learn_torch`, with the core's `unilab_jax.interrupts` through
+`unilab.ipc.async_runner.InterruptGuard`): the first one is a request. The running iteration
+finishes; the next one checks for it where it waits for its data (sync mode polls the
+collector every second, so a waiting run stops within about a second; the double buffer's
+wait checks every 0.5 s), abandons itself before training, saves `model_<N>.pt` of the last
+finished iteration N (unless a periodic save just wrote it), sets `last_run_summary` (status
+`"interrupted (SIGTERM)"`, `last_checkpoint`), then stops the collector, frees the shared
+memory and restores the terminal (`close()`), writes one line to stderr (where the checkpoint
+is, how to resume it) and raises `RunStopped` (`TrainingTerminated`, a `SystemExit(143)`, or
+`TrainingInterrupted`, a `KeyboardInterrupt`). A second signal raises `ImmediateStop` at once,
+wherever the run is; the same cleanup still runs, with further signals deferred. With several
+ranks the parent forwards the request to rank 0 (`ranks`).
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ import abc
 import contextlib
 import functools
 import queue
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,11 +48,12 @@ import torch
 
 from unilab.algos.torch.common.updates import run_updates
 from unilab.algos.torch.offpolicy import ranks
-from unilab.algos.torch.offpolicy.run_state import RunState
+from unilab.algos.torch.offpolicy.run_state import RunState, save_model
 from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
-from unilab.ipc.async_runner import AsyncRunner, interrupt_guard
+from unilab.ipc.async_runner import AsyncRunner, InterruptGuard, StopRequested, stop_requested
 from unilab.logging.trace_event import TraceRecorder, maybe_span
+from unilab_jax.interrupts import ImmediateStop, RunStopped, run_stopped, signal_name
 from unilab_jax.logging import OffPolicyLogger
 
 __all__ = ["RUN_IPC_ATTRIBUTES", "TRACE_FILE", "BatchSource", "RingBatches", "TorchLoop"]
@@ -55,6 +70,12 @@ RUN_IPC_ATTRIBUTES = (
     "trainer_done_queue",
     "obs_stats",
 )
+
+
+def _checkpoint_iteration(path: Path) -> int:
+    """N of `model_N.pt` (-1 for another name)."""
+    suffix = path.stem.removeprefix("model_")
+    return int(suffix) if suffix.isdigit() else -1
 
 
 class BatchSource(abc.ABC):
@@ -101,22 +122,103 @@ class TorchLoop(AsyncRunner):
 
     world_size = 1
     _batches: BatchSource = RingBatches()
+    #: The run's signal handling while `learn` runs in this process (None in a learner rank).
+    _interrupts: InterruptGuard | None = None
+    #: Several ranks: the parent's stop request (a shared int, the signal number; 0: none).
+    _rank_stop: Any = None
 
     def _learn_torch(
         self, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
     ) -> None:
+        """Train; on a signal stop as the module docstring says (`RunStopped` after a final
+        checkpoint, `ImmediateStop` on a second signal), always releasing the collector, the
+        ranks and the shared memory first, then telling stderr in one line."""
         self.last_run_summary = None
-        if self.world_size > 1:
-            ranks.learn_on_ranks(self, max_iterations, save_interval, log_dir, logger_type)
-            return
+        ended: BaseException | None = None
+        late: RunStopped | None = None
+        with InterruptGuard(on_request=self._forward_stop_request) as guard:
+            self._interrupts = guard
+            try:
+                if self.world_size > 1:
+                    ranks.learn_on_ranks(self, max_iterations, save_interval, log_dir, logger_type)
+                else:
+                    self._learn_here(max_iterations, save_interval, log_dir, logger_type)
+            except BaseException as error:
+                ended = error
+                raise
+            finally:
+                with guard.deferred():  # cleanup must finish, whatever signal comes now
+                    self._interrupts = None
+                    ranks.stop_ranks(self)
+                    self.close()
+                    if ended is None and guard.requested is not None:
+                        ended = late = self._late_stop(guard.requested)
+                    if isinstance(ended, (RunStopped, ImmediateStop)):
+                        print(f"\n{self._stop_line(ended, log_dir)}", file=sys.stderr, flush=True)
+                # No frame -> exception -> traceback -> frame cycle: it would keep the runner
+                # (and the semaphores of a batch source's queues) alive until a gc pass.
+                ended = None
+        if late is not None:  # a signal after the last iteration: the run is complete
+            try:
+                raise late
+            finally:
+                late = None
+
+    def _late_stop(self, signum: int) -> RunStopped:
+        """The `RunStopped` of a signal that came once the last iteration was done (and saved):
+        the process was still asked to stop, as the core does (summary status "completed")."""
+        summary = self.last_run_summary or {}
+        checkpoint = summary.get("last_checkpoint")
+        saved = f"saved checkpoint {checkpoint}" if checkpoint else "nothing to save"
+        done = summary.get("completed_iterations") or 0
+        return run_stopped(signum, done, checkpoint, summary, saved)
+
+    def _learn_here(
+        self, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
+    ) -> None:
+        """A single learner: collector, shared memory and the loop in this process."""
         run = RunState(self._make_recorder(log_dir), Path(log_dir))
-        try:
-            with self._recording(run):
-                self._open_run(run.recorder, max_iterations)
-                self._start_collector(off_policy_collector_fn, self._collector_kwargs())
-                self._run_loop(run, max_iterations, save_interval, log_dir, logger_type)
-        finally:
-            self.close()
+        run.watch_support(self.learner.config)
+        with self._recording(run):
+            self._open_run(run.recorder, max_iterations)
+            self._start_collector(off_policy_collector_fn, self._collector_kwargs())
+            self._run_loop(run, max_iterations, save_interval, log_dir, logger_type)
+
+    def _stop_line(self, ended: BaseException, log_dir: str) -> str:
+        """The one line a signal-stopped run writes to stderr: where it saved, how to resume."""
+        if isinstance(ended, RunStopped):
+            if ended.checkpoint is None:
+                return str(ended)
+            return (
+                f"{ended}. To resume, load it into the learner with "
+                f"learner.load_state_dict(torch.load({ended.checkpoint!r})) and call learn again"
+            )
+        checkpoint = (self.last_run_summary or {}).get("last_checkpoint")
+        if checkpoint is None:  # several ranks, or the summary was not written
+            saved = sorted(Path(log_dir).glob("model_*.pt"), key=_checkpoint_iteration)
+            checkpoint = str(saved[-1]) if saved else None
+        where = f"last checkpoint {checkpoint}" if checkpoint else f"no checkpoint in {log_dir}"
+        return f"{ended}; {where}"
+
+    def _forward_stop_request(self, signum: int) -> None:
+        """Signal handler hook (first signal): several ranks learn of it through `_rank_stop`."""
+        if self._rank_stop is not None:
+            self._rank_stop.value = signum
+
+    def _check_stop(self) -> None:
+        """Raise `StopRequested` (or a swallowed `ImmediateStop`) if a signal asked the run to
+        stop: where the loop may abandon an iteration that has not trained yet."""
+        if self._interrupts is not None:
+            self._interrupts.check()
+        if self._rank_stop is not None and self._rank_stop.value:
+            raise stop_requested(self._rank_stop.value)
+
+    def _check_waiting(self) -> None:
+        """The check of a wait outside the ranks' collective hand-over (`ranks.wait_on_lead`):
+        the collector, and (one learner only) a stop request."""
+        self.check_collector()
+        if self.world_size == 1:
+            self._check_stop()
 
     def _run_rank(
         self, rank: int, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
@@ -127,6 +229,8 @@ class TorchLoop(AsyncRunner):
         if recorder is not None:
             self.weight_sync.recorder = recorder
         run = RunState(recorder, Path(log_dir), lead=lead)
+        if lead:
+            run.watch_support(self.learner.config)
         try:
             with self._recording(run):
                 self._run_loop(run, max_iterations, save_interval, log_dir, logger_type)
@@ -139,8 +243,15 @@ class TorchLoop(AsyncRunner):
         """Mark the run failed on any exception; always write the trace and (rank 0) the
         summary."""
         start = time.perf_counter()
+        stopped: RunStopped | None = None
         try:
             yield
+        except RunStopped as error:  # `_stop_on_signal` set the status
+            stopped = error
+            raise
+        except ImmediateStop as error:
+            run.status = f"interrupted (second {signal_name(error.signum)})"
+            raise
         except BaseException:
             run.status = "failed"
             raise
@@ -150,6 +261,9 @@ class TorchLoop(AsyncRunner):
             if run.lead:
                 wall = time.perf_counter() - start
                 self.last_run_summary = run.summary(wall, self.world_size)
+                if stopped is not None:
+                    stopped.summary = self.last_run_summary
+            stopped = None  # no reference cycle through the traceback (see `_learn_torch`)
 
     def _run_loop(
         self, run: RunState, max_iterations: int, save_interval: int, log_dir: str,
@@ -159,18 +273,40 @@ class TorchLoop(AsyncRunner):
         if logger is not None:
             multi = self.world_size > 1
             logger.start(status=f"{self.world_size} learners" if multi else "Warming up...")
-        with (
-            interrupt_guard() as interrupt,
-            maybe_span(run.recorder, "learner/training_e2e", cat="learner"),
-        ):
-            for iteration in range(1, max_iterations + 1):
-                interrupt.check()  # a Ctrl+C that a finaliser swallowed still stops the run
-                self._iteration(iteration, run, logger)
-                if logger is not None:
-                    self._maybe_save(iteration, save_interval, max_iterations, run, logger)
+        with maybe_span(run.recorder, "learner/training_e2e", cat="learner"):
+            try:
+                for iteration in range(1, max_iterations + 1):
+                    # A stop request is checked where each iteration waits for its data
+                    # (`_wait_for_data`, rank 0 only), before it trains.
+                    self._iteration(iteration, run, logger)
+                    if logger is not None:
+                        self._maybe_save(iteration, save_interval, max_iterations, run, logger)
+            except StopRequested as request:
+                self._stop_on_signal(request.signum, run, logger)
         run.status = "completed"
         if logger is not None:
             logger.finish(extra_summary=run.summary_line())
+
+    def _stop_on_signal(self, signum: int, run: RunState, logger: OffPolicyLogger | None) -> None:
+        """The end of a run stopped by SIGINT/SIGTERM (rank 0): save the last finished
+        iteration (unless its checkpoint is already written) and raise `RunStopped` (its
+        summary is set by `_recording`)."""
+        name = signal_name(signum)
+        run.status = f"interrupted ({name})"
+        done, checkpoint = run.completed, None
+        path = run.log_dir / f"model_{done}.pt"
+        if done == 0:
+            saved = "nothing to save (no iteration had finished)"
+        elif run.last_checkpoint == str(path):
+            checkpoint, saved = str(path), f"saved checkpoint {path}"
+        else:
+            if logger is not None:
+                logger.log_status(f"{name}: saving a checkpoint at iteration {done}...")
+            run.last_checkpoint = checkpoint = save_model(self.learner, path)
+            saved = f"saved checkpoint {path}"
+            if logger is not None:
+                logger.log_save(checkpoint)
+        raise run_stopped(signum, done, checkpoint, {}, saved) from None
 
     # -- one run's resources -------------------------------------------------------------------
 
@@ -281,6 +417,8 @@ class TorchLoop(AsyncRunner):
             weight_sync_time=weight_sync_time,
             extra_info={"throughput_steps": self.num_envs * self.env_steps_per_sync},
         )
+        for text in run.check_health(metrics):
+            logger.log_warning(text)
 
     def _wait_phase(self, iteration: int, run: RunState, logger: OffPolicyLogger | None) -> float:
         """Rank 0 waits for this iteration's data, takes the collector's metrics and feeds the
@@ -307,6 +445,7 @@ class TorchLoop(AsyncRunner):
         threshold = self.config.train_start_rows
         while True:
             self.check_collector()
+            self._check_stop()  # rank 0 only (several ranks: inside `ranks.wait_on_lead`)
             if self.sync_collection:
                 try:
                     self.collection_ready_queue.get(timeout=_WAIT_POLL_S)
@@ -389,6 +528,5 @@ class TorchLoop(AsyncRunner):
         periodic = save_interval > 0 and iteration % save_interval == 0
         if periodic or iteration == max_iterations:
             path = run.log_dir / f"model_{iteration}.pt"
-            torch.save(self.learner.get_state_dict(), path)
-            run.last_checkpoint = str(path)
+            run.last_checkpoint = save_model(self.learner, path)
             logger.log_save(str(path))

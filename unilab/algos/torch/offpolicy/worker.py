@@ -263,10 +263,9 @@ class _Collector:
         if seed is not None:
             torch.manual_seed(env_seed)
             np.random.seed(env_seed % 2**32)
-        backend_kwargs = {"nthread": nthread} if sim_backend == "mujoco" else {}
         self.env = make(
-            env_name, num_envs, sim_backend, env_cfg_override, env_seed, **backend_kwargs
-        )
+            env_name, num_envs, sim_backend, env_cfg_override, env_seed, nthread=nthread
+        )  # MJX ignores nthread
         self.state = self.env.init_state() if self.env.state is None else self.env.state
         obs_dim, action_dim = resolve_collector_actor_dims(self.env, obs_dim, action_dim)
         self.actor = build_actor(
