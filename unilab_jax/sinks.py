@@ -233,7 +233,8 @@ class HealthSink(_NoOpSink):
     ``patience`` learning blocks in a row, the critic's values are pinned to the edge and
     learning stalls without any error, so the sink warns once per edge, naming the setting to
     change. ``suggest_v_max`` / ``suggest_v_min``: values to suggest (e.g. the support derived
-    from the task's reward bounds); otherwise a doubled span.
+    from the task's reward bounds); otherwise a doubled span. ``unit`` names what ``patience``
+    counts in the message (the torch path checks every iteration).
     """
 
     def __init__(
@@ -246,6 +247,7 @@ class HealthSink(_NoOpSink):
         suggest_v_max: float | None = None,
         threshold: float = 0.05,
         patience: int = 3,
+        unit: str = "blocks",
     ) -> None:
         self.v_min, self.v_max, self.gamma = v_min, v_max, gamma
         span = v_max - v_min
@@ -253,7 +255,7 @@ class HealthSink(_NoOpSink):
             "high": suggest_v_max if suggest_v_max and suggest_v_max > v_max else v_max + span,
             "low": suggest_v_min if suggest_v_min and suggest_v_min < v_min else v_min - span,
         }
-        self.threshold, self.patience = threshold, patience
+        self.threshold, self.patience, self.unit = threshold, patience, unit
         self._streak = {"high": 0, "low": 0}
         self._warned: set[str] = set()
 
@@ -280,7 +282,7 @@ class HealthSink(_NoOpSink):
         return (
             f"value support too small: {100 * share:.0f}% of the critic's target probability "
             f"lies {side} {name} = {bound:g} (train/target_clip_{edge}) for {self.patience} "
-            f"blocks in a row, so its values are pinned to the edge and learning stalls at "
+            f"{self.unit} in a row, so its values are pinned to the edge and learning stalls at "
             f"gamma {self.gamma:g}; {verb} {name} (--{name.replace('_', '-')}), e.g. to "
             f"{self._suggest[edge]:.3g}, or lower the discount (--gamma)"
         )
