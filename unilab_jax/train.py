@@ -304,7 +304,9 @@ _FREE_ON_RESUME = {
 def _setting_differences(saved: dict, current: dict) -> list[str]:
     """``"name: checkpoint X, now Y"`` for every setting that differs (host-only ones aside)."""
     out = []
-    for section in ("train", "algo"):
+    # Another algorithm has other settings altogether: naming the algorithm says it all.
+    same_algo = saved.get("train", {}).get("algo") == current.get("train", {}).get("algo")
+    for section in ("train", "algo") if same_algo else ("train",):
         old, new = saved.get(section, {}), current.get(section, {})
         for name in sorted(set(old) | set(new)):
             if name in _FREE_ON_RESUME or old.get(name) == new.get(name):
