@@ -7,29 +7,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 from unilab_jax.checkpoint import restore_checkpoint
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs import register, registry
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.trainer import EnvNaNError, Trainer, train
-
-TINY = TrainConfig(
-    env="PendulumSwingup",
-    algo="sac",
-    num_envs=8,
-    replay_buffer_n=16,
-    batch_size=32,
-    updates_per_step=2,
-    policy_frequency=2,
-    learning_starts=3,
-    max_iterations=6,
-    log_interval=2,
-    save_interval=0,
-    eval_envs=0,
-    env_overrides={"episode_length": 5},
-)
-TINY_SAC = {"actor_hidden_dim": 16, "critic_hidden_dim": 32, "num_atoms": 11}
 
 
 @pytest.fixture(scope="module")

@@ -3,29 +3,14 @@
 import os
 
 import pytest
+from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 from unilab_jax import play
-from unilab_jax.config import TrainConfig
 from unilab_jax.trainer import train
 
-# The configuration of tests/test_loop.py's TINY with a checkpoint at iteration 4: its
-# compiled programs come from the persistent compile cache.
-TINY = TrainConfig(
-    env="PendulumSwingup",
-    algo="sac",
-    num_envs=8,
-    replay_buffer_n=16,
-    batch_size=32,
-    updates_per_step=2,
-    policy_frequency=2,
-    learning_starts=3,
-    max_iterations=4,
-    log_interval=2,
-    save_interval=4,
-    eval_envs=0,
-    env_overrides={"episode_length": 5},
-)
-TINY_SAC = {"actor_hidden_dim": 16, "critic_hidden_dim": 32, "num_atoms": 11}
+# tests/tiny.py's run with a checkpoint at iteration 4: its compiled programs come from the
+# persistent compile cache.
+TINY = TINY.replace(max_iterations=4, save_interval=4)
 
 
 @pytest.fixture
