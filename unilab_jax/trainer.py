@@ -201,9 +201,10 @@ def train(
     """Train ``config`` and return the final state, a summary and the history.
 
     Every block of ``log_interval`` iterations becomes one record (``unilab_jax.sinks``
-    documents its fields) handed to the sinks: the checkpoint writer, the console panel with
-    TensorBoard/wandb, and ``on_block(record)`` when given. ``sinks`` replaces the panel and the
-    callback with your own (the checkpoint sink is still added first when one applies).
+    documents its fields) handed to the sinks: the checkpoint writer, the health check, the
+    evaluation, the console panel with TensorBoard/wandb (or plain lines when stdout is not a
+    terminal), and ``on_block(record)`` when given. ``sinks`` replaces the console sinks with
+    your own; the checkpoint, health and evaluation sinks still run in front of them.
 
     ``wandb``: ``wandb.init`` options for ``logger="wandb"`` (``project``, ``entity``,
     ``group``, ``name``, ...); TensorBoard files are written alongside.
@@ -241,10 +242,9 @@ def _train(
     config, trainer, log_dir, logger, quiet, initial_state, checkpointer, on_block, sinks, wandb
 ):
     log_dir = Path(log_dir) if log_dir is not None else None
-    if sinks is None:
-        sinks = _default_sinks(logger, quiet, wandb)
-        if on_block is not None:
-            sinks.append(CallbackSink(on_block))
+    sinks = _default_sinks(logger, quiet, wandb) if sinks is None else list(sinks)
+    if on_block is not None:
+        sinks.append(CallbackSink(on_block))
     run_config = {"train": _jsonable(config), "algo": _jsonable(trainer.algo_config)}
     if log_dir is not None:  # written first, so a run stopped early still has one
         (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(run_config, indent=2))
