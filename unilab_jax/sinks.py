@@ -52,6 +52,7 @@ from unilab_jax.logging import OffPolicyLogger, use_console
 from unilab_jax.logging.common import format_duration
 
 __all__ = [
+    "BaseSink",
     "CallbackSink",
     "CheckpointSink",
     "Checkpointer",
@@ -98,8 +99,8 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-class _NoOpSink:
-    """Default methods, so a sink implements only what it reacts to."""
+class BaseSink:
+    """A sink that does nothing: subclass it and implement only what you react to."""
 
     def start(self, run: RunInfo) -> None:
         pass
@@ -117,7 +118,7 @@ class _NoOpSink:
         pass
 
 
-class CallbackSink(_NoOpSink):
+class CallbackSink(BaseSink):
     """Calls ``fn(record)`` after every block (``train(..., on_block=fn)``)."""
 
     def __init__(self, fn: Callable[[dict], Any]) -> None:
@@ -138,7 +139,7 @@ class Checkpointer(Protocol):
     def close(self) -> None: ...
 
 
-class CheckpointSink(_NoOpSink):
+class CheckpointSink(BaseSink):
     """Saves when the iteration reaches a multiple of ``save_interval`` and after the last block
     (also when ``save_interval`` is 0, as the reference always saves its final model); adds the
     path as the record's ``checkpoint``."""
@@ -191,7 +192,7 @@ class _Every:
         return True
 
 
-class EvalSink(_NoOpSink):
+class EvalSink(BaseSink):
     """Evaluates the deterministic policy every ``interval`` iterations and after the last
     block: ``evaluate(state) -> (mean return, mean length)`` (compiled once by the trainer);
     adds ``eval_return``, ``eval_length`` and ``eval_sec`` to the record. ``announce(text)``
@@ -224,7 +225,7 @@ class EvalSink(_NoOpSink):
         return {"eval_return": mean_return, "eval_length": mean_length, "eval_sec": seconds}
 
 
-class HealthSink(_NoOpSink):
+class HealthSink(BaseSink):
     """Says when a run is learning badly for a known reason; adds the record's ``warnings``.
 
     Today's check: a C51 value support too small for the returns. The learner reports the
@@ -288,7 +289,7 @@ class HealthSink(_NoOpSink):
         )
 
 
-class LoggerSink(_NoOpSink):
+class LoggerSink(BaseSink):
     """The ``OffPolicyLogger``: live console panel plus TensorBoard or wandb scalars.
 
     ``backend`` is ``"tensorboard"``, ``"wandb"`` (TensorBoard files too) or ``"none"``
@@ -370,7 +371,7 @@ class LoggerSink(_NoOpSink):
             self.log.close()  # restores the terminal (cursor) after Ctrl+C or an error
 
 
-class PlainLineSink(_NoOpSink):
+class PlainLineSink(BaseSink):
     """Progress for a log file (stdout not a terminal, e.g. a cluster job): one plain line per
     block, and plain lines for status, warnings and the summary; no live panel, no escape
     codes, flushed as written.
