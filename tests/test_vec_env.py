@@ -273,8 +273,6 @@ def test_unknown_env_name_lists_known_names() -> None:
 def test_unknown_backend_lists_backends() -> None:
     with pytest.raises(ValueError, match=r"\('mjx', 'mujoco'\)"):
         make("PendulumSwingup", 4, sim_backend="brax")
-    with pytest.raises(ValueError, match="nthread"):
-        make("PendulumSwingup", 4, sim_backend="mjx", nthread=2)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -318,7 +318,6 @@ class LoggerSink(BaseSink):
             obs_dim=run.obs_dim,
             action_dim=run.action_dim,
             log_dir=run.log_dir,
-            wandb_config=_flat_config(run.config),
             **self.wandb,
         )
         backend = self.backend if run.log_dir else "none"
@@ -329,6 +328,9 @@ class LoggerSink(BaseSink):
         else:
             with use_console(Console(file=io.StringIO(), force_terminal=False)):
                 self.log = OffPolicyLogger(log_backend=backend, **kwargs)
+        wandb_run = getattr(self.log, "_wandb_run", None)
+        if wandb_run is not None:  # the logger's documented signature takes no config
+            wandb_run.config.update(_flat_config(run.config), allow_val_change=True)
         self.log.set_collection_sync(True, run.env_steps_per_sync)
         self.log.start(status=f"Compiling the fused step ({run.num_devices} device(s))...")
 

@@ -4,6 +4,8 @@ sync and obs-stats channel across a spawned process, and clean-up of shared memo
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 import time
 
 import numpy as np
@@ -277,3 +279,31 @@ def test_replay_and_weight_sync_emit_reference_trace_names():
         "weight_sync/read_weights_into_cpu_actor", "weight_sync/read_thread_cpu_us",
     ]  # fmt: skip
     buf.close()
+
+
+def _die_holding_the_lock(sync: SharedWeightSync, started) -> None:
+    sync._lock.acquire()
+    started.set()
+    os.kill(os.getpid(), signal.SIGKILL)  # a collector killed mid-read: the lock stays taken
+
+
+def test_a_writer_is_not_blocked_forever_by_a_reader_killed_holding_the_lock():
+    sync = SharedWeightSync(_actor().state_dict())
+    started = SPAWN.Event()
+    proc = SPAWN.Process(target=_die_holding_the_lock, args=(sync, started), daemon=True)
+    proc.start()
+    try:
+        assert started.wait(60)
+        proc.join(30)
+        assert proc.exitcode == -signal.SIGKILL
+        polls = []
+
+        def collector_died() -> None:
+            polls.append(time.monotonic())
+            raise RuntimeError("the collector is gone")
+
+        with pytest.raises(RuntimeError, match="the collector is gone"):
+            sync.write_weights(_actor().state_dict(), collector_died)
+        assert len(polls) == 1  # asked after the first second, not never
+    finally:
+        sync.cleanup()

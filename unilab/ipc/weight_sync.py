@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
@@ -26,6 +26,8 @@ import numpy as np
 import torch
 
 from unilab.logging.trace_event import TraceRecorder, maybe_span
+
+_LOCK_POLL_S = 1.0  # how often a learner waiting for the weight lock checks the collector
 
 __all__ = ["SharedWeightSync"]
 
@@ -113,18 +115,33 @@ class SharedWeightSync:
         """Number of `write_weights` calls so far; read without the lock (one aligned int64)."""
         return struct.unpack_from("<q", self._buf(), 0)[0]
 
-    def write_weights(self, state_dict: Mapping[str, torch.Tensor]) -> int:
-        """Learner: publish new weights and bump the version; returns the new version."""
+    def write_weights(
+        self,
+        state_dict: Mapping[str, torch.Tensor],
+        while_waiting: Callable[[], None] | None = None,
+    ) -> int:
+        """Learner: publish new weights and bump the version; returns the new version.
+
+        ``while_waiting`` is called every second the lock stays taken: a reader killed while
+        holding it (SIGKILL) never releases it, so the caller checks that the reader is alive
+        (and raises) instead of blocking forever.
+        """
         span = maybe_span(
             self.recorder, "weight_sync/write_weights_d2h", cat="weight_sync",
             thread_time_counter="weight_sync/write_thread_cpu_us",
         )  # fmt: skip
         self._buf()  # fail with "closed" rather than on the dropped lock
-        with span, self._lock:
-            self._copy(state_dict, to_shared=True)
-            version = self.version + 1
-            struct.pack_into("<q", self._buf(), 0, version)
-            return version
+        with span:
+            while not self._lock.acquire(timeout=_LOCK_POLL_S):
+                if while_waiting is not None:
+                    while_waiting()
+            try:
+                self._copy(state_dict, to_shared=True)
+                version = self.version + 1
+                struct.pack_into("<q", self._buf(), 0, version)
+                return version
+            finally:
+                self._lock.release()
 
     def read_weights_into(self, state_dict: Mapping[str, torch.Tensor]) -> int:
         """Collector: copy the shared weights into `state_dict`'s tensors; returns their version.

@@ -130,7 +130,6 @@ class OffPolicyLogger(BaseTrainingLogger):
         wandb_job_type: str | None = None,
         wandb_tags: list[str] | None = None,
         wandb_notes: str | None = None,
-        wandb_config: Mapping[str, Any] | None = None,
     ) -> None:
         self.obs_dim = obs_dim
         self.action_dim = action_dim
@@ -174,7 +173,6 @@ class OffPolicyLogger(BaseTrainingLogger):
                 "obs_dim": obs_dim,
                 "action_dim": action_dim,
                 "max_iterations": max_iterations,
-                **(wandb_config or {}),
             },
         )
 

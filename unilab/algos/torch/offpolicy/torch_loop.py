@@ -495,7 +495,8 @@ class TorchLoop(AsyncRunner):
             normalizer = self.learner.obs_normalizer
             self.obs_stats.put(normalizer.mean, normalizer.std)
         with maybe_span(run.recorder, "learner/weight_sync_write", cat="learner"):
-            self.weight_sync.write_weights(self.learner.actor.state_dict())
+            # A collector killed while reading the weights holds their lock forever.
+            self.weight_sync.write_weights(self.learner.actor.state_dict(), self.check_collector)
         weight_sync_time = time.perf_counter() - t0
         if run.recorder is not None:
             run.recorder.counter("replay_size", len(self.replay_buffer), cat="learner")
