@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from unilab_jax.algos.agent import Agent
+from unilab_jax.algos.config import settings_from_json
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.checkpoint import latest_step, read_meta, restore_item
 from unilab_jax.envs import load
@@ -88,11 +89,9 @@ def load_policy(path: str | Path, step: int | None = None) -> Policy:
     config = meta.get("config") or {}
     if "train" not in config or "algo" not in config:
         raise ValueError(f"checkpoint {step} under {directory} records no run configuration")
-    train, algo_settings = config["train"], dict(config["algo"])
+    train = config["train"]
     spec = get_algo(train["algo"])
-    if isinstance(algo_settings.get("betas"), list):
-        algo_settings["betas"] = tuple(algo_settings["betas"])
-    algo_config = spec.config_cls(**algo_settings)
+    algo_config = spec.config_cls(**settings_from_json(config["algo"]))
     env = load(train["env"], config_override=train.get("env_overrides"))
     obs_dim, critic_dim = env.obs_size["obs"], env.obs_size["critic"]
     agent = spec.make_agent(algo_config, obs_dim, critic_dim, env.action_size, axis_name=None)

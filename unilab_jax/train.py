@@ -26,6 +26,7 @@ import types
 import typing
 from pathlib import Path
 
+from unilab_jax.algos.config import settings_from_json
 from unilab_jax.algos.registry import ALGOS, get_algo
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, field_docs, with_host_devices
 from unilab_jax.rundir import claim_log_dir, probe_log_dir
@@ -214,9 +215,7 @@ def _read_config_file(path: str) -> tuple[dict, dict]:
     unknown = sorted(set(train) - known)
     if unknown:
         raise ConfigError(f"--config {path}: unknown setting(s) {', '.join(unknown)}")
-    if isinstance(algo.get("betas"), list):
-        algo["betas"] = tuple(algo["betas"])  # JSON has no tuples
-    return train, algo
+    return train, settings_from_json(algo)
 
 
 def _env_listing() -> list[str]:
@@ -359,7 +358,7 @@ def _main(argv: list[str] | None) -> int:
             )
         _force_host_devices(config.num_devices)  # before JAX creates its CPU client
 
-        from unilab_jax.trainer import Trainer
+        from unilab_jax.trainer import Trainer, run_config
 
         # Validates the configuration (once), loads the env and builds the agent; nothing
         # is compiled yet.
@@ -373,10 +372,7 @@ def _main(argv: list[str] | None) -> int:
         / config.env
         / f"{_dt.datetime.now():%Y-%m-%d_%H-%M-%S}_mjx"
     )
-    current = {
-        "train": json.loads(json.dumps(dataclasses.asdict(config), default=str)),
-        "algo": json.loads(json.dumps(dataclasses.asdict(trainer.algo_config), default=str)),
-    }
+    current = run_config(config, trainer.algo_config)
     initial_state = (
         _resume_state(trainer, args.resume, args.resume_step, current) if args.resume else None
     )

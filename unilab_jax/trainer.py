@@ -52,6 +52,7 @@ __all__ = [
     "Trainer",
     "TrainResult",
     "resolve_algo_config",
+    "run_config",
     "train",
     "use_compilation_cache",
 ]
@@ -245,11 +246,11 @@ def _train(
     sinks = _default_sinks(logger, quiet, wandb) if sinks is None else list(sinks)
     if on_block is not None:
         sinks.append(CallbackSink(on_block))
-    run_config = {"train": _jsonable(config), "algo": _jsonable(trainer.algo_config)}
+    settings = run_config(config, trainer.algo_config)
     if log_dir is not None:  # written first, so a run stopped early still has one
-        (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(run_config, indent=2))
+        (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(settings, indent=2))
     if checkpointer is None and log_dir is not None and config.save_interval > 0:
-        checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=run_config)
+        checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=settings)
     stop = StopSignals()
     # The health checks and evaluations run first, so every other sink sees their fields.
     checks: list[Sink] = [_health_sink(trainer)]
@@ -270,7 +271,7 @@ def _train(
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
         sinks = [saver, *sinks]
     state = initial_state if initial_state is not None else trainer.init_state()
-    run = _run_info(trainer, config, log_dir, int(state.iteration), run_config)
+    run = _run_info(trainer, config, log_dir, int(state.iteration), settings)
     start = time.perf_counter()
     try:
         with stop:
@@ -333,8 +334,15 @@ def _health_sink(trainer: Trainer) -> HealthSink:
     )
 
 
-def _jsonable(config: Any) -> dict:
-    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+def run_config(config: TrainConfig, algo_config: Any) -> dict:
+    """A run's settings as JSON values, ``{"train": ..., "algo": ...}``: what
+    ``run_config.json`` and every checkpoint's ``meta.json`` record, and what a resume is
+    compared against."""
+
+    def jsonable(value: Any) -> dict:
+        return json.loads(json.dumps(dataclasses.asdict(value), default=str))
+
+    return {"train": jsonable(config), "algo": jsonable(algo_config)}
 
 
 def _run_info(

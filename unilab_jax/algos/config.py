@@ -13,7 +13,13 @@ import math
 
 from unilab_jax.errors import ConfigError
 
-__all__ = ["SACConfig", "TD3Config", "check_common_settings"]
+__all__ = ["SACConfig", "TD3Config", "check_common_settings", "settings_from_json"]
+
+
+def settings_from_json(settings: dict) -> dict:
+    """Algorithm settings read back from JSON (``run_config.json``, a checkpoint's
+    ``meta.json``): JSON has no tuples, so lists become tuples again (``betas``)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
 
 
 def _require(ok: bool, name: str, value, valid: str) -> None:

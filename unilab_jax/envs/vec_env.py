@@ -1,9 +1,10 @@
 """The numpy-facing vectorised environment: ``make(env_name, num_envs, sim_backend, ...)``.
 
-This is the env API the torch collector (``spec/reference_system.md`` §1.3) drives: numpy in,
-numpy out, one call steps every env, ended envs reset inside ``step``. :func:`make` is the one
-place in ``unilab_jax.envs`` that reads ``sim_backend``; both physics backends sit behind the
-same class interface and run the same task code (the step pipeline of ``base.py``):
+This is the env API the facade's torch collector (``unilab.algos.torch.offpolicy.worker``)
+drives: numpy in, numpy out, one call steps every env, ended envs reset inside ``step``.
+:func:`make` is the one place in ``unilab_jax.envs`` that reads ``sim_backend``; both physics
+backends sit behind the same class interface and run the same task code (the step pipeline
+of ``base.py``):
 
 * ``"mjx"`` (:class:`MjxVecEnv`): a thin numpy facade over ``jax.jit(jax.vmap(Env.step))``,
   the functional env the JAX core trains on, on the default JAX device.
