@@ -84,7 +84,11 @@ def test_bad_input_fails_fast_with_a_clear_message(args, message):
     assert time.perf_counter() - start < 60  # no compilation happened
 
 
-def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
+@pytest.fixture(scope="module")
+def td3_run(tmp_path_factory):
+    """A tiny TD3 run through the CLI (4 iterations, checkpoints 2 and 4), shared by the output
+    test and the resume test (which damages its newest checkpoint at its very end)."""
+    tmp_path = tmp_path_factory.mktemp("td3_run")
     proc = run_cli(
         "--env",
         "PendulumSwingup",
@@ -113,6 +117,11 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
         "--log-dir",
         str(tmp_path),
     )
+    return tmp_path, proc
+
+
+def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(td3_run, tmp_path):
+    run_dir, proc = td3_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     # stdout is a pipe, as in a cluster job's log file: plain lines, one per block.
     lines = proc.stdout.splitlines()
@@ -124,20 +133,20 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
     ]
     assert "steps/s" in blocks[-1] and "qf_loss" in blocks[-1] and "ETA" in blocks[-1]
     assert "eval return" in blocks[-1]  # the final evaluation
-    assert f"saved {tmp_path / 'checkpoints' / '4'}" in lines
+    assert f"saved {run_dir / 'checkpoints' / '4'}" in lines
     assert "Training completed: 4 iterations, 32 env steps" in lines
-    summary = json.loads((tmp_path / "run_summary.json").read_text())
+    summary = json.loads((run_dir / "run_summary.json").read_text())
     assert summary["status"] == "completed"
     assert summary["completed_iterations"] == 4
     assert summary["total_env_steps"] == 32
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["2", "4"]
-    assert list(tmp_path.glob("events.out.tfevents.*"))
-    config = json.loads((tmp_path / "run_config.json").read_text())
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["2", "4"]
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    config = json.loads((run_dir / "run_config.json").read_text())
     assert config["algo"]["actor_hidden_dim"] == 16
     assert config["train"]["algo"] == "td3"
     # python -m unilab_jax.evaluate RUN: the deterministic return of its newest checkpoint.
     evaluated = subprocess.run(
-        [sys.executable, "-m", "unilab_jax.evaluate", str(tmp_path), "--episodes", "4", "--json"],
+        [sys.executable, "-m", "unilab_jax.evaluate", str(run_dir), "--episodes", "4", "--json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
@@ -145,7 +154,7 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
     assert (report["iteration"], report["episodes"], report["algo"]) == (4, 4, "td3")
     assert report["mean_length"] == 200.0 and report["checkpoint"].endswith("checkpoints/4")
     # --config reruns it; the options given with it win (booleans as --flag / --no-flag).
-    again = run_cli("--config", str(tmp_path / "run_config.json"), "--max-iterations", "2",
+    again = run_cli("--config", str(run_dir / "run_config.json"), "--max-iterations", "2",
                     "--no-use-cdq", "--log-dir", str(tmp_path / "again"), "--quiet")  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     rerun = json.loads((tmp_path / "again" / "run_config.json").read_text())
@@ -153,38 +162,38 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(tmp_path):
     assert rerun["algo"] == dict(config["algo"], use_cdq=False)
 
 
-def test_resume_continues_from_the_newest_checkpoint(tmp_path):
+def test_resume_continues_from_the_newest_checkpoint(td3_run, tmp_path):
+    first_dir, first = td3_run
     common = (
         "--env", "PendulumSwingup", "--algo", "td3", "--num-envs", "8", "--replay-buffer-n",
         "16", "--batch-size", "32", "--updates-per-step", "2", "--log-interval", "2",
         "--save-interval", "2", "--actor-hidden-dim", "16", "--critic-hidden-dim", "32",
         "--num-atoms", "11", "--eval-envs", "0", "--quiet",
     )  # fmt: skip
-    first = run_cli(*common, "--max-iterations", "4", "--log-dir", str(tmp_path / "a"))
     assert first.returncode == 0, first.stderr[-3000:]
     second = run_cli(
         *common, "--max-iterations", "6", "--log-dir", str(tmp_path / "b"),
-        "--resume", str(tmp_path / "a"),
+        "--resume", str(first_dir),
     )  # fmt: skip
     assert second.returncode == 0, second.stderr[-3000:]
     summary = json.loads((tmp_path / "b" / "run_summary.json").read_text())
     assert summary["completed_iterations"] == 6  # 4 restored + 2 more, not 6 more
     assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").iterdir()) == ["6"]
     wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",
-                    "--resume", str(tmp_path / "a"))  # fmt: skip
+                    "--resume", str(first_dir))  # fmt: skip
     assert wrong.returncode != 0
     assert "checkpoint 4 was written with other settings: num_envs: checkpoint 8, now 16" in (
         wrong.stderr
     )
     assert "Traceback" not in wrong.stderr and len(wrong.stderr.splitlines()) <= 3
     # A damaged newest checkpoint is named as such, and the intact older one is offered.
-    for path in (tmp_path / "a" / "checkpoints" / "4" / "agent").rglob("*"):
+    for path in (first_dir / "checkpoints" / "4" / "agent").rglob("*"):
         if path.is_file() and "ocdbt.process" in str(path):
             raw = bytearray(path.read_bytes())
             raw[len(raw) // 2] ^= 0xFF
             path.write_bytes(bytes(raw))
-    damaged = run_cli(*common, "--max-iterations", "6", "--resume", str(tmp_path / "a"))
+    damaged = run_cli(*common, "--max-iterations", "6", "--resume", str(first_dir))
     assert damaged.returncode != 0
     assert "checkpoint 4 under " in damaged.stderr and " is damaged: agent" in damaged.stderr
-    assert f"--resume {tmp_path / 'a'} --resume-step 2" in damaged.stderr
+    assert f"--resume {first_dir} --resume-step 2" in damaged.stderr
     assert "Traceback" not in damaged.stderr and len(damaged.stderr.splitlines()) <= 3

@@ -1,5 +1,6 @@
 """``python -m unilab_jax.play``: a real offscreen render of a tiny run into a real mp4."""
 
+import json
 import os
 
 import pytest
@@ -32,9 +33,10 @@ def gl_backend(monkeypatch):
 
 # imageio-ffmpeg starts ffmpeg with subprocess (fork + exec), which JAX warns about.
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
-def test_play_renders_the_policy_into_an_mp4(tmp_path, gl_backend, capsys):
+def test_play_renders_the_policy_into_an_mp4_and_logs_it_to_wandb(tmp_path, gl_backend, capsys):
     backend, imageio = gl_backend
-    train(TINY, TINY_SAC, log_dir=tmp_path / "run", logger="none", quiet=True)
+    pytest.importorskip("wandb")  # offline (tests/conftest.py)
+    train(TINY, TINY_SAC, log_dir=tmp_path / "run", logger="wandb", quiet=True)
     video = tmp_path / "out.mp4"
     argv = [str(tmp_path / "run"), "--video", str(video), "--steps", "5"]
     assert play.main([*argv, "--width", "64", "--height", "48", "--episodes", "2"]) == 0
@@ -50,6 +52,22 @@ def test_play_renders_the_policy_into_an_mp4(tmp_path, gl_backend, capsys):
     assert len(frames) == 10
     assert all(frame.shape == (48, 64, 3) for frame in frames)
     assert max(frame.std() for frame in frames) > 1  # a picture, not a blank frame
+    # --wandb: the same kind of video lands in the training run's own (offline) wandb run.
+    record = json.loads((tmp_path / "run" / "wandb_run.json").read_text())
+    assert record["mode"] == "offline" and record["id"]
+    argv = [str(tmp_path / "run" / "checkpoints" / "4"), "--wandb", "--steps", "5"]
+    assert play.main([*argv, "--width", "64", "--height", "48"]) == 0
+    out = capsys.readouterr().out
+    kept = tmp_path / "run" / "videos" / "iteration_4.mp4"
+    assert f"video: {kept} (5 frames" in out and f"to run {record['id']}" in out
+    runs = sorted((tmp_path / "run" / "wandb").glob(f"offline-run-*-{record['id']}"))
+    assert len(runs) == 2  # the training run, resumed by play under the same id
+    assert list((runs[-1] / "files" / "media" / "videos" / "video").glob("policy_*.mp4"))
+
+
+def test_play_wandb_needs_a_run_that_logged_to_wandb(tmp_path, capsys):
+    assert play.main([str(tmp_path), "--wandb"]) == 2
+    assert "no wandb_run.json" in capsys.readouterr().err
 
 
 def test_play_rejects_bad_video_arguments(tmp_path, capsys):

@@ -12,8 +12,15 @@ Examples::
 
     python -m unilab_jax.play logs/fast_sac/PendulumSwingup/2026-12-01_10-00-00_mjx
     python -m unilab_jax.play RUN --video out.mp4
+    python -m unilab_jax.play RUN --wandb
     python -m unilab_jax.play RUN --video out.mp4 --episodes 3 --steps 300 --width 1280 \\
         --height 720 --camera -1 --fps 30 --step 500 --seed 1
+
+With ``--wandb`` the video (``video/policy``) and the episodes' mean return
+(``video/mean_return``) are logged into the wandb run the training run logged to (recorded in
+``RUN/wandb_run.json`` when it was trained with ``--logger wandb``; an offline run stays
+offline), and the video is kept as ``RUN/videos/iteration_<N>.mp4`` unless ``--video`` names
+another file.
 
 ``--camera`` is a camera name or index of the task's MJCF, or -1 for MuJoCo's free camera
 (default: the model's first camera, the free camera when it has none).
@@ -39,6 +46,8 @@ import argparse
 import contextlib
 import copy
 import importlib
+import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -412,7 +421,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--step", type=int, default=None, help="checkpoint iteration (newest)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial states (0)")
+    parser.add_argument(
+        "--wandb",
+        action="store_true",
+        help="also log the video and the mean return into the run's own wandb run (a run "
+        "trained with --logger wandb records it in RUN/wandb_run.json); the video goes to "
+        "RUN/videos/iteration_<N>.mp4 unless --video is given",
+    )
     return parser
+
+
+def find_wandb_run(run: str | Path) -> tuple[Path, dict]:
+    """``(run dir, record)`` of the ``wandb_run.json`` in ``run`` or the folders above it (a
+    checkpoint's folder sits two levels below its run dir)."""
+    path = Path(run).resolve()
+    for folder in (path, *path.parents[:2]):
+        record = folder / "wandb_run.json"
+        if record.is_file():
+            return folder, json.loads(record.read_text())
+    raise FileNotFoundError(
+        f"--wandb: no wandb_run.json in {run} or above it: only runs trained with --logger "
+        "wandb record their wandb run"
+    )
+
+
+def log_to_wandb(record: dict, run_dir: Path, video: Path, iteration: int, returns) -> str:
+    """Log ``video`` (as ``video/policy``) and the episodes' mean return (``video/mean_return``)
+    into the wandb run ``record`` names, resuming it; returns where wandb keeps it."""
+    import wandb
+
+    run = wandb.init(
+        id=record["id"],
+        project=record.get("project") or None,
+        entity=record.get("entity") or None,
+        mode=record.get("mode") or None,
+        dir=str(run_dir),
+        resume="allow",
+    )
+    try:
+        run.log(
+            {
+                "video/policy": wandb.Video(str(video), format=video.suffix.lstrip(".").lower()),
+                "video/mean_return": float(np.mean(returns)),
+                "video/iteration": iteration,
+            }
+        )
+        return str(getattr(run, "url", None) or run.dir)
+    finally:
+        run.finish()
 
 
 def _check_args(args: argparse.Namespace) -> str | None:
@@ -422,6 +478,13 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"--steps must be >= 1, got {args.steps}"
     if args.fps is not None and not args.fps > 0:
         return f"--fps must be > 0, got {args.fps}"
+    if args.wandb:
+        if importlib.util.find_spec("wandb") is None:
+            return "--wandb needs wandb: pip install 'unilab-jax[wandb]'"
+        try:
+            find_wandb_run(args.run)
+        except FileNotFoundError as err:
+            return str(err)
     if args.video is not None:
         if args.width < 2 or args.height < 2 or args.width % 2 or args.height % 2:
             return (
@@ -440,7 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     backend = None
-    if args.video is not None:
+    wandb_dir, wandb_record = find_wandb_run(args.run) if args.wandb else (None, None)
+    video = args.video is not None or args.wandb
+    if video:
         # Before any rollout: fail in seconds when the video cannot be made.
         try:
             _imageio()
@@ -465,11 +530,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         policy = load_policy(args.run, args.step)
         env = load(policy.env, config_override=policy.config["train"].get("env_overrides"))
         source = render_source(env)
-        camera = resolve_camera(source.model, args.camera) if args.video is not None else -1
+        camera = resolve_camera(source.model, args.camera) if video else -1
     except (FileNotFoundError, CheckpointError, UnknownEnvError, ValueError, RenderError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     steps = args.steps or env.episode_length
+    if args.wandb and args.video is None:
+        args.video = wandb_dir / "videos" / f"iteration_{policy.iteration}.mp4"
     result = rollout(policy, env, source, args.episodes, steps, args.seed)
     for e in range(args.episodes):
         print(
@@ -508,6 +575,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"video: {args.video} ({frames} frames, {args.width}x{args.height} at {fps:g} fps, "
         f"camera {camera_name}, MUJOCO_GL={backend})"
     )
+    if args.wandb:
+        where = log_to_wandb(wandb_record, wandb_dir, args.video, policy.iteration, result.returns)
+        print(f"wandb: logged video/policy and video/mean_return to run {wandb_record['id']} "
+              f"({where})")  # fmt: skip
     return 0
 
 

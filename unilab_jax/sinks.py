@@ -37,12 +37,14 @@ fields to add to the record, which later sinks and the history see (the checkpoi
 from __future__ import annotations
 
 import io
+import json
 import math
 import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -331,6 +333,8 @@ class LoggerSink(BaseSink):
         wandb_run = getattr(self.log, "_wandb_run", None)
         if wandb_run is not None:  # the logger's documented signature takes no config
             wandb_run.config.update(_flat_config(run.config), allow_val_change=True)
+            if run.log_dir:
+                write_wandb_run(run.log_dir, wandb_run)
         self.log.set_collection_sync(True, run.env_steps_per_sync)
         self.log.start(status=f"Compiling the fused step ({run.num_devices} device(s))...")
 
@@ -371,6 +375,26 @@ class LoggerSink(BaseSink):
     def close(self) -> None:
         if self.log is not None:
             self.log.close()  # restores the terminal (cursor) after Ctrl+C or an error
+
+
+WANDB_RUN_FILE = "wandb_run.json"
+
+
+def write_wandb_run(log_dir: str, wandb_run: Any) -> None:
+    """Record the run's wandb identity in ``<log_dir>/wandb_run.json`` (id, project, entity,
+    name, group, mode), so that later commands can log into the same wandb run
+    (``python -m unilab_jax.play RUN --wandb``)."""
+    settings = getattr(wandb_run, "settings", None)
+    record = {
+        "id": wandb_run.id,
+        "project": wandb_run.project or None,
+        "entity": wandb_run.entity or None,
+        "name": wandb_run.name or None,
+        "group": wandb_run.group or None,
+        "mode": getattr(settings, "mode", None) or "online",
+    }
+    path = Path(log_dir) / WANDB_RUN_FILE
+    path.write_text(json.dumps(record, indent=2) + "\n")
 
 
 class PlainLineSink(BaseSink):
