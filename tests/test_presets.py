@@ -1,0 +1,61 @@
+"""Per-task presets: which family a name belongs to, given values win, every preset is valid."""
+
+import pytest
+
+from unilab_jax.algos.registry import get_algo
+from unilab_jax.config import TrainConfig
+from unilab_jax.presets import _PRESETS, family_of, get_preset, preset_configs, preset_line
+
+
+@pytest.mark.parametrize(
+    ("env", "family"),
+    [
+        ("PendulumSwingup", "dm_control"),
+        ("CheetahRun", "dm_control"),
+        ("playground/CartpoleBalance", "dm_control"),
+        ("playground/FishSwim", "dm_control"),
+        ("Go1JoystickFlat", "locomotion"),
+        ("G1WalkFlat", "locomotion"),
+        ("playground/Go1JoystickFlatTerrain", "locomotion"),
+        ("playground/G1JoystickRoughTerrain", "locomotion"),
+        ("brax/ant", "brax"),
+        ("MyOwnTask", None),
+    ],
+)
+def test_family_by_env_name(env, family):
+    assert family_of(env) == family
+
+
+def test_the_scale_follows_the_jax_backend_and_none_turns_presets_off():
+    assert get_preset("CheetahRun").scale == "cpu"  # the tests run on JAX's CPU backend
+    assert get_preset("CheetahRun", "gpu").train["num_envs"] == 1024
+    assert get_preset("CheetahRun", "none") is None
+    assert get_preset("MyOwnTask") is None
+    with pytest.raises(ValueError, match="unknown preset scale 'big'; choose one of auto, cpu"):
+        get_preset("CheetahRun", "big")
+
+
+def test_given_values_win_over_the_preset():
+    config, algo = preset_configs(
+        "playground/CartpoleBalance",
+        "td3",
+        "cpu",
+        train={"num_envs": 32},
+        algo_settings={"gamma": 0.9},
+    )
+    assert (config.num_envs, config.batch_size, config.updates_per_step) == (32, 512, 8)
+    assert algo == {"gamma": 0.9, "actor_hidden_dim": 256, "critic_hidden_dim": 256}
+    bare, bare_algo = preset_configs("playground/CartpoleBalance", "sac", "none")
+    assert bare == TrainConfig(env="playground/CartpoleBalance") and bare_algo == {}
+
+
+@pytest.mark.parametrize("key", sorted(_PRESETS))
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_every_preset_is_a_valid_configuration(key, algo):
+    preset = _PRESETS[key]
+    config = TrainConfig(**preset.train, algo=algo)
+    config.validate()
+    spec = get_algo(algo)
+    spec.config_cls(**preset.algo_settings(algo)).validate()
+    line = preset_line(preset, algo, given={"num_envs"})
+    assert line.startswith(f"preset {preset.name}: ") and "num_envs" not in line
