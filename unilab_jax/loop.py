@@ -147,9 +147,12 @@ def _collect(config: TrainConfig, env: Env, agent: Agent, ts: TrainState, key: j
 
     def env_step(carry, k):
         env_state, explore, prev_done, ep_ret, ep_len, replay = carry
-        actions, explore = agent.explore(ts.agent, explore, env_state.obs["obs"], prev_done, k)
-        nxt = step_env(env_state, actions)
-        replay = replay_insert(replay, _transition(env_state, actions, nxt))
+        with jax.named_scope("explore"):
+            actions, explore = agent.explore(ts.agent, explore, env_state.obs["obs"], prev_done, k)
+        with jax.named_scope("env_step"):
+            nxt = step_env(env_state, actions)
+        with jax.named_scope("replay_insert"):
+            replay = replay_insert(replay, _transition(env_state, actions, nxt))
         done = nxt.terminated | nxt.truncated
         ep_ret = ep_ret + nxt.reward
         ep_len = ep_len + 1
@@ -219,21 +222,25 @@ def _make_update_block(config: TrainConfig, agent: Agent, example: TrainState):
         k_sample, k_update = jax.random.split(key)
         # Each device draws its own rows from its own shard.
         k_sample = jax.random.fold_in(k_sample, jax.lax.axis_index(DATA_AXIS))
-        batch = replay_sample(replay, k_sample, local_batch * n_updates)
+        with jax.named_scope("replay_sample"):
+            batch = replay_sample(replay, k_sample, local_batch * n_updates)
         batches = jax.tree.map(lambda x: x.reshape(n_updates, local_batch, *x.shape[1:]), batch)
 
         def one_update(st, inputs):
             u, b, k = inputs
             k_critic, k_actor = jax.random.split(k)
-            st, critic_metrics = agent.update_critic(st, b, k_critic)
+            with jax.named_scope("critic_update"):
+                st, critic_metrics = agent.update_critic(st, b, k_critic)
             do_actor = u % pf == 0
-            st, actor_metrics = jax.lax.cond(
-                do_actor,
-                lambda s: agent.update_actor(s, b, k_actor),
-                lambda s: (s, zeros(actor_shapes)),
-                st,
-            )
-            st = agent.update_target(st)
+            with jax.named_scope("actor_update"):
+                st, actor_metrics = jax.lax.cond(
+                    do_actor,
+                    lambda s: agent.update_actor(s, b, k_actor),
+                    lambda s: (s, zeros(actor_shapes)),
+                    st,
+                )
+            with jax.named_scope("target_update"):
+                st = agent.update_target(st)
             return st, (critic_metrics, actor_metrics, do_actor)
 
         inputs = (jnp.arange(n_updates), batches, jax.random.split(k_update, n_updates))
@@ -276,7 +283,10 @@ def make_train_step(
         env_state, explore, prev_done, ep_ret, ep_len, replay = carry
 
         flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731  [S, N, d] -> [S*N, d]
-        agent_state = agent.update_normalizers(ts.agent, flat(stats["obs"]), flat(stats["critic"]))
+        with jax.named_scope("normalizers"):
+            agent_state = agent.update_normalizers(
+                ts.agent, flat(stats["obs"]), flat(stats["critic"])
+            )
 
         # Same on every device (all insert in lockstep), so the branch is uniform.
         ready = replay.filled >= slots_needed

@@ -508,11 +508,15 @@ class Env(FunctionalEnv):
         """Advance one control step; resets automatically when the episode ends."""
         action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
         ctrl = self.task.ctrl_from_action(action, state.task_state)
-        data = self.physics.step(state.physics, ctrl)
-        state, (qpos0, qvel0) = post_physics(
-            self.task, data, action, state.task_state, state.key, state.step_count
-        )
+        with jax.named_scope("physics"):  # names for profiles (bench/profile.py)
+            data = self.physics.step(state.physics, ctrl)
+        with jax.named_scope("task"):
+            state, (qpos0, qvel0) = post_physics(
+                self.task, data, action, state.task_state, state.key, state.step_count
+            )
         # Applying the reset, MJX's way: the fresh episode's physics is built on every step
         # and selected per leaf (exactly ``reset(reset key)``'s physics and observation).
-        fresh = self.physics.init(qpos0, qvel0)
-        return auto_reset(state, fresh, observation_groups(self.task, fresh, state.task_state))
+        with jax.named_scope("reset"):
+            fresh = self.physics.init(qpos0, qvel0)
+            obs = observation_groups(self.task, fresh, state.task_state)
+        return auto_reset(state, fresh, obs)
