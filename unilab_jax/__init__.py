@@ -1,16 +1,21 @@
 """unilab-jax: massively parallel off-policy RL (FastSAC, FastTD3) on JAX and MJX.
 
 ``unilab_jax.load_policy(run)`` and ``unilab_jax.evaluate(policy)`` (from
-``unilab_jax.policy``) are imported on first use, so ``import unilab_jax`` stays light.
+``unilab_jax.policy``) and ``unilab_jax.export_policy(policy, fmt, out)`` (from
+``unilab_jax.export``: torch, TorchScript or ONNX) are imported on first use, so
+``import unilab_jax`` stays light.
 """
 
 __version__ = "0.1.0"
-__all__ = ["evaluate", "load_policy"]
+__all__ = ["evaluate", "export_policy", "load_policy"]
+
+# Where each lazily imported name lives.
+_LAZY = {"evaluate": "policy", "load_policy": "policy", "export_policy": "export"}
 
 
 def __getattr__(name: str):
-    if name in __all__:
-        from unilab_jax import policy
+    if name in _LAZY:
+        import importlib
 
-        return getattr(policy, name)
+        return getattr(importlib.import_module(f"unilab_jax.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
