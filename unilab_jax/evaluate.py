@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import types
 
 __all__ = ["main"]
 
@@ -70,6 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     return 0
 
+
+class _CallableModule(types.ModuleType):
+    """Importing this module sets the package attribute ``unilab_jax.evaluate`` to it, hiding
+    the function ``unilab_jax.evaluate`` (``unilab_jax.policy.evaluate``) of the same name;
+    calling the module calls that function, so ``unilab_jax.evaluate(policy)`` keeps working."""
+
+    def __call__(self, *args, **kwargs):
+        from unilab_jax.policy import evaluate
+
+        return evaluate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     sys.exit(main())

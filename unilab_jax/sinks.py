@@ -370,7 +370,7 @@ class LoggerSink(BaseSink):
             log.log_eval(record["iteration"], record["eval_return"], record["eval_length"])
 
     def finish(self, summary: dict) -> None:
-        self.log.finish(extra_summary=_summary_lines(summary))
+        self.log.finish(extra_summary=_summary_lines(summary, _eval_envs(self._run)))
 
     def close(self) -> None:
         if self.log is not None:
@@ -460,7 +460,7 @@ class PlainLineSink(BaseSink):
     def finish(self, summary: dict) -> None:
         self._print(f"Training {summary['status']}: {summary['completed_iterations']} iterations, "
                     f"{summary['total_env_steps']:,} env steps")  # fmt: skip
-        for line in _summary_lines(summary).splitlines():
+        for line in _summary_lines(summary, _eval_envs(self._run)).splitlines():
             self._print(line.strip())
         for text in summary.get("warnings", ()):
             self._print(f"Warning: {text}")
@@ -472,14 +472,23 @@ def _flat_config(config: dict | None) -> dict:
             for k, v in values.items()}  # fmt: skip
 
 
-def _summary_lines(summary: dict) -> str:
+def _eval_envs(run: RunInfo | None) -> int | None:
+    """The run's ``eval_envs`` (None when its settings are not known)."""
+    train = ((run.config if run is not None else None) or {}).get("train") or {}
+    return train.get("eval_envs")
+
+
+def _summary_lines(summary: dict, eval_envs: int | None = None) -> str:
     def fmt(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f}"
 
+    final_eval = fmt(summary["eval_mean_return"])
+    if summary["eval_mean_return"] is None and eval_envs == 0:
+        final_eval = "not run (eval_envs=0)"
     lines = [
         f"  Training return (exploring policy, last block): {fmt(summary['final_mean_reward'])}"
         f" | best block: {fmt(summary['best_mean_reward'])}",
-        f"  Eval return (deterministic policy, final): {fmt(summary['eval_mean_return'])}",
+        f"  Eval return (deterministic policy, final): {final_eval}",
     ]
     if summary.get("best_eval_return") is not None:
         lines[-1] += (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -360,4 +361,9 @@ def test_a_support_too_small_for_the_returns_warns_on_the_torch_path(tmp_path, c
     (warning,) = runner.last_run_summary["warnings"]
     assert warning.startswith("value support too small: ")
     assert "beyond v_max = 2 (train/target_clip_high) for 30 iterations" in warning
-    assert "WARNING value support too small" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "WARNING value support too small" in out
+    # The panel counts what the summary counts: every env step collected until the collector
+    # stopped (it used to show the collector's last report, up to 10 steps behind).
+    (panel_steps,) = re.findall(r"Total env steps: ([\d,]+)", out)
+    assert int(panel_steps.replace(",", "")) == runner.last_run_summary["total_env_steps"]

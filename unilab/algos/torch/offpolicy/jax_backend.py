@@ -18,7 +18,14 @@ Differences from the reference runner:
 - ``learner.update_count`` grows by the critic updates made (``updates_per_step`` per learning
   iteration), what the learners' own ``update_critic`` counts; the reference runner adds one
   per learning iteration on top of that.
-- No deterministic evaluation is run (``eval_envs=0``) and ``trace_path`` is always None.
+- The facade's ``TrainConfig`` asks for no deterministic evaluation (``eval_envs=0``); a
+  config with ``eval_envs > 0`` (``runner.config = runner.config.replace(eval_envs=64)``
+  before ``learn``, or a config passed here) makes the core run its evaluation, and the
+  summary then relays its figures (`_EVAL_KEYS`). ``trace_path`` is always None.
+
+Every ``model_<iteration>.pt`` carries the run's metadata (``run_state.checkpoint_meta``:
+algorithm, hyperparameters, sizes, task, ``sim_backend="mjx"``), so
+``unilab_jax.load_policy`` reads it as it reads the core's checkpoints.
 
 SIGINT/SIGTERM are the core's (``unilab_jax.interrupts``): the first finishes the running
 block, saves ``model_<iteration>.pt`` (written back into the learner) and raises
@@ -34,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from unilab.algos.torch.offpolicy.run_state import save_model
+from unilab.algos.torch.offpolicy.run_state import checkpoint_meta, save_model
 from unilab.algos.torch.registry import get_torch_algo
 from unilab_jax.config import TrainConfig
 from unilab_jax.interrupts import RunStopped
@@ -55,6 +62,14 @@ _SUMMARY_KEYS = (
     "trace_path",
     "training_wall_time_sec",
 )
+# The core's deterministic-evaluation figures, relayed when the run evaluated (eval_envs > 0).
+_EVAL_KEYS = (
+    "eval_mean_return",
+    "best_eval_return",
+    "best_eval_iteration",
+    "best_eval_env_steps",
+    "eval_time_sec",
+)
 
 
 def draw_seed() -> int:
@@ -68,10 +83,13 @@ def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_ty
     state back into it.
 
     Checkpoints ``<log_dir>/model_<iteration>.pt`` (``learner.get_state_dict()``) are written
-    at multiples of ``config.save_interval`` and after the last iteration. ``logger_type``:
-    ``"tensorboard"``, ``"wandb"``, or anything else for console only (``"no_print"`` silences
-    the console too). Returns the reference's run summary plus ``backend`` and
-    ``compile_time_sec``.
+    at multiples of ``config.save_interval`` and after the last iteration, each with the
+    run's metadata (``run_state.checkpoint_meta``). ``logger_type``: ``"tensorboard"``,
+    ``"wandb"``, or anything else for console only (``"no_print"`` silences the console too).
+    Returns the reference's run summary plus ``backend``, ``compile_time_sec`` and
+    ``warnings``; with ``config.eval_envs > 0`` also the core's evaluation figures
+    (``eval_mean_return``: the deterministic policy's mean return after the last iteration,
+    ``best_eval_return`` / ``_iteration`` / ``_env_steps``, ``eval_time_sec``).
     """
     spec = get_torch_algo(config.algo)
     config_type = spec.core.config_cls
@@ -92,7 +110,8 @@ def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_ty
         spec.jax_to_torch(final.agent, learner)
         learner.update_count = update_count + _critic_updates(config, step)
 
-    checkpointer = _TorchCheckpointer(Path(log_dir), learner, write_back)
+    meta = checkpoint_meta(learner, config, "mjx")
+    checkpointer = _TorchCheckpointer(Path(log_dir), learner, write_back, meta)
     try:
         result = train(
             config,
@@ -105,19 +124,22 @@ def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_ty
             checkpointer=checkpointer,  # never called when no iteration runs
         )
     except RunStopped as stop:  # the final checkpoint wrote the state back into the learner
-        stop.summary = _facade_summary(stop.summary)
+        stop.summary = _facade_summary(stop.summary, config.eval_envs)
         raise
     write_back(int(result.state.iteration), result.state)
-    return _facade_summary(result.summary)
+    return _facade_summary(result.summary, config.eval_envs)
 
 
-def _facade_summary(core_summary: dict) -> dict:
-    """The reference's keys of the core's run summary, plus ``backend``, compile time and the
-    health warnings (e.g. a value support that clips)."""
+def _facade_summary(core_summary: dict, eval_envs: int = 0) -> dict:
+    """The reference's keys of the core's run summary, plus ``backend``, compile time, the
+    health warnings (e.g. a value support that clips) and, when the run evaluated
+    (``eval_envs > 0``), the evaluation figures."""
     summary = {key: core_summary.get(key) for key in _SUMMARY_KEYS}
     summary["backend"] = "mjx"
     summary["compile_time_sec"] = core_summary.get("compile_time_sec")
     summary["warnings"] = list(core_summary.get("warnings") or [])
+    if eval_envs > 0:
+        summary.update({key: core_summary.get(key) for key in _EVAL_KEYS})
     return summary
 
 
@@ -155,16 +177,18 @@ def _check_dims(learner: Any, trainer: Trainer, env_name: str) -> None:
 
 class _TorchCheckpointer:
     """``train``'s checkpointer: loads the JAX state into the learner and ``torch.save``s
-    ``learner.get_state_dict()`` as ``<log_dir>/model_<step>.pt``."""
+    ``learner.get_state_dict()`` with the run's metadata as ``<log_dir>/model_<step>.pt``."""
 
-    def __init__(self, log_dir: Path, learner: Any, write_back) -> None:
+    def __init__(self, log_dir: Path, learner: Any, write_back, meta: dict) -> None:
         self.log_dir = log_dir
         self.learner = learner
         self.write_back = write_back
+        self.meta = meta
 
     def save(self, step: int, state: TrainState) -> str:
         self.write_back(step, state)
-        return save_model(self.learner, self.log_dir / f"model_{step}.pt")
+        meta = {**self.meta, "iteration": int(step)}
+        return save_model(self.learner, self.log_dir / f"model_{step}.pt", meta)
 
     def close(self) -> None:
         pass

@@ -17,6 +17,15 @@
   back into it. Nothing torch-side is set up for it (no collector actor, no torch seeding, no
   env built here: the core checks the learner's sizes against the task it builds).
 
+`runner.config` is that `TrainConfig`. It asks for no deterministic evaluation (`eval_envs=0`:
+the summary panel says "not run (eval_envs=0)"); on `"mjx"`, `runner.config =
+runner.config.replace(eval_envs=64)` before `learn` makes the core evaluate the deterministic
+policy (every `eval_interval` iterations and after the last) and `last_run_summary` relays its
+figures (`eval_mean_return`, ...); the torch path runs none. Either way every
+`model_<iteration>.pt` records the run's hyperparameters, sizes and task
+(`run_state.checkpoint_meta`), so `unilab_jax.load_policy(log_dir)` rebuilds its deterministic
+policy and `python -m unilab_jax.evaluate LOG_DIR` (or `play`, or the export) runs it.
+
 The algorithm-specific pieces (learner class, collector actor, converters, exploration) come
 from the torch registry `unilab.algos.torch.registry`, the shared facts (display name,
 hyperparameter dataclass) from the core's `unilab_jax.algos.registry`.

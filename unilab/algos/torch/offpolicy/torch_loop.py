@@ -15,7 +15,11 @@ One iteration: wait for this iteration's data (sync: one new chunk, past the sta
 `TrainConfig.train_start_rows`), take the collector's metrics, feed the normaliser, let the
 batch source prepare, run the update schedule (`common.updates.run_updates`), publish the
 actor (and statistics) through `SharedWeightSync`, release the collector, log; checkpoint
-every `save_interval` iterations and after the last one.
+every `save_interval` iterations and after the last one (`RunState.save`: each
+`model_<N>.pt` records the run's hyperparameters, `run_state.checkpoint_meta`). After the last
+iteration (or a signal's stop) rank 0 stops the collector first and then counts the env steps
+it collected: the one number the summary's `total_env_steps` and the panel's "Total env steps"
+report (`_end_collection`).
 
 SIGINT and SIGTERM (`_learn_torch`, with the core's `unilab_jax.interrupts` through
 `unilab.ipc.async_runner.InterruptGuard`): the first one is a request. The running iteration
@@ -48,7 +52,7 @@ import torch
 
 from unilab.algos.torch.common.updates import run_updates
 from unilab.algos.torch.offpolicy import ranks
-from unilab.algos.torch.offpolicy.run_state import RunState, save_model
+from unilab.algos.torch.offpolicy.run_state import RunState
 from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
 from unilab.ipc.async_runner import AsyncRunner, InterruptGuard, StopRequested, stop_requested
@@ -61,6 +65,7 @@ __all__ = ["RUN_IPC_ATTRIBUTES", "TRACE_FILE", "BatchSource", "RingBatches", "To
 TRACE_FILE = "perfetto_offpolicy_timeline.json"
 _WAIT_POLL_S = 1.0  # sync mode: how often a waiting learner checks the collector
 _ASYNC_POLL_S = 0.1
+_COLLECTOR_EXIT_S = 10.0  # several ranks: how long rank 0 waits for the stopped collector
 #: The IPC handles of one run, dropped by `close()` (named semaphores unlink once unreferenced).
 RUN_IPC_ATTRIBUTES = (
     "replay_buffer",
@@ -270,6 +275,9 @@ class TorchLoop(AsyncRunner):
         logger_type: str,
     ) -> None:  # fmt: skip
         logger = self._make_logger(max_iterations, log_dir, logger_type) if run.lead else None
+        if run.lead:  # what the checkpoints record (`run_state.checkpoint_meta`)
+            config = self.config.replace(max_iterations=max_iterations, save_interval=save_interval)
+            run.describe(self.learner, config, self.sim_backend)
         if logger is not None:
             multi = self.world_size > 1
             logger.start(status=f"{self.world_size} learners" if multi else "Warming up...")
@@ -283,9 +291,30 @@ class TorchLoop(AsyncRunner):
                         self._maybe_save(iteration, save_interval, max_iterations, run, logger)
             except StopRequested as request:
                 self._stop_on_signal(request.signum, run, logger)
+        self._end_collection(run, logger)
         run.status = "completed"
         if logger is not None:
             logger.finish(extra_summary=run.summary_line())
+
+    def _end_collection(self, run: RunState, logger: OffPolicyLogger | None) -> None:
+        """Rank 0, once the last iteration is done (or a signal stopped the run): stop the
+        collector, take its last messages and count the env steps it collected, which the
+        summary's ``total_env_steps`` and the panel's "Total env steps" then both report.
+
+        Until it stops, the collector keeps stepping (sync mode: the chunk the last release
+        let it collect; async: freely) and reports its count only every few steps, so any
+        count read earlier is short of what the run collected. With several ranks the parent
+        owns the collector: rank 0 sets its stop event and waits for it to exit (its pipe
+        closes)."""
+        if logger is None:
+            return
+        self._stop_collector()  # one learner: joins it; a rank: only sets the stop event
+        deadline = time.monotonic() + _COLLECTOR_EXIT_S
+        while self.world_size > 1 and self._poll_collector() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.take_metrics(self.metrics_queue, logger)
+        run.total_env_steps = int(self.replay_buffer.ptr.item())
+        logger.log_collector(run.total_env_steps, len(self.replay_buffer))
 
     def _stop_on_signal(self, signum: int, run: RunState, logger: OffPolicyLogger | None) -> None:
         """The end of a run stopped by SIGINT/SIGTERM (rank 0): save the last finished
@@ -293,6 +322,7 @@ class TorchLoop(AsyncRunner):
         summary is set by `_recording`)."""
         name = signal_name(signum)
         run.status = f"interrupted ({name})"
+        self._end_collection(run, logger)
         done, checkpoint = run.completed, None
         path = run.log_dir / f"model_{done}.pt"
         if done == 0:
@@ -302,7 +332,7 @@ class TorchLoop(AsyncRunner):
         else:
             if logger is not None:
                 logger.log_status(f"{name}: saving a checkpoint at iteration {done}...")
-            run.last_checkpoint = checkpoint = save_model(self.learner, path)
+            checkpoint = run.save(self.learner, done)
             saved = f"saved checkpoint {path}"
             if logger is not None:
                 logger.log_save(checkpoint)
@@ -528,6 +558,4 @@ class TorchLoop(AsyncRunner):
     ) -> None:  # fmt: skip
         periodic = save_interval > 0 and iteration % save_interval == 0
         if periodic or iteration == max_iterations:
-            path = run.log_dir / f"model_{iteration}.pt"
-            run.last_checkpoint = save_model(self.learner, path)
-            logger.log_save(str(path))
+            logger.log_save(run.save(self.learner, iteration))
