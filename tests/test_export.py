@@ -231,3 +231,5 @@ def test_step_exports_an_older_checkpoint(sac_run, sac_policy, tmp_path, capsys)
     np.testing.assert_allclose(actions, older(obs), rtol=0, atol=ATOL)
     assert metadata["iteration"] == 6
     assert np.abs(actions - sac_policy(obs)).max() > 3 * ATOL  # not the newest policy
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint 7 under .* \(saved: 6, 12\)"):
+        load_policy(sac_run, step=7)

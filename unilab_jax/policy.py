@@ -34,7 +34,7 @@ import numpy as np
 from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.config import settings_from_json
 from unilab_jax.algos.registry import get_algo
-from unilab_jax.checkpoint import CheckpointError, latest_step, read_meta, restore_item
+from unilab_jax.checkpoint import CheckpointError, latest_step, list_steps, read_meta, restore_item
 from unilab_jax.envs import load
 from unilab_jax.loop import make_evaluate
 
@@ -104,6 +104,10 @@ def find_checkpoint(path: str | Path, step: int | None = None) -> tuple[Path, in
             f"no checkpoint under {path}: pass a run's log dir, its checkpoints/ folder or one "
             "checkpoint's folder (written by python -m unilab_jax.train or train(log_dir=...)), "
             "or a torch facade run's log dir or one of its model_<iteration>.pt files"
+        )
+    if step is not None and step not in list_steps(path):
+        raise FileNotFoundError(
+            f"no checkpoint {step} under {path} (saved: {', '.join(map(str, list_steps(path)))})"
         )
     return path, newest if step is None else step
 
