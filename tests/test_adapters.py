@@ -2,9 +2,12 @@
 
 One cheap env per source: ``playground/CartpoleBalance`` and ``brax/inverted_pendulum`` (the
 Brax env whose termination fires within a few random steps, so the terminated path is covered
-too). Each is loaded once per module with a short episode and its ``jit(vmap(reset))`` /
-``jit(vmap(step))`` are shared; one short training run per source (SAC on Playground, TD3 on
-Brax) goes through ``unilab_jax.trainer.train``.
+too), plus Playground's Go1 joystick task (locomotion: dict observations, robot meshes from
+an installed package). Each is loaded once per module with a short episode and its
+``jit(vmap(reset))`` / ``jit(vmap(step))`` are shared; one short training run per source (SAC
+on Playground, TD3 on Brax, the tiny SAC run on Go1) goes through ``unilab_jax.trainer.train``.
+Every locomotion task that loads offline has its sizes checked (traced, not compiled); one
+whose robot files are absent must fail naming them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs import EnvState, UnknownEnvError, make
@@ -31,12 +35,44 @@ needs_playground = pytest.mark.skipif(
 )
 needs_brax = pytest.mark.skipif(not HAS_BRAX, reason="Brax not installed (pip install brax)")
 
+
+def needs_model(task: str) -> pytest.MarkDecorator:
+    """Skip unless Playground and the robot files of locomotion task ``task`` are here."""
+    if not HAS_PLAYGROUND:
+        return needs_playground
+    from unilab_jax.envs.adapters.menagerie import missing_files
+
+    missing = missing_files(task)
+    return pytest.mark.skipif(
+        bool(missing), reason=f"{task}'s robot files are absent (mjlab==1.6.0 ships them)"
+    )
+
+
+GO1 = "playground/Go1JoystickFlatTerrain"
 BATCH = 8
 SHORT_EPISODE = 6
 ENVS = {
     # name: (skip marker, action_size, obs_size)
     "playground/CartpoleBalance": (needs_playground, 1, {"obs": 5, "critic": 5}),
     "brax/inverted_pendulum": (needs_brax, 1, {"obs": 4, "critic": 4}),
+}
+#: Go1 (locomotion: "state" is the actor's observation, "privileged_state" the critic's) is
+#: stepped by its short training run only: compiling MJX's Go1 step takes a minute on a CPU,
+#: so its smoke checks live there (G1's sizes are checked below, its step by hand: minutes).
+NEEDS_GO1 = needs_model("Go1JoystickFlatTerrain")
+#: Go1 restarts from first states: its step then compiles without a reset inside (MJX's
+#: forward; half the compile time); the fresh-reset path is the same code as Cartpole's.
+OVERRIDES = {GO1: {"full_reset": False}}
+#: Playground locomotion tasks whose robot files installed packages ship (mjlab: Go1, G1):
+#: name -> (action_size, obs_size, episode_length from Playground's config).
+LOCOMOTION = {
+    "Go1JoystickFlatTerrain": (12, {"obs": 48, "critic": 123}, 1000),
+    "Go1JoystickRoughTerrain": (12, {"obs": 48, "critic": 123}, 1000),
+    "Go1Getup": (12, {"obs": 42, "critic": 91}, 300),
+    "Go1Handstand": (12, {"obs": 45, "critic": 94}, 500),
+    "Go1Footstand": (12, {"obs": 45, "critic": 94}, 500),
+    "G1JoystickFlatTerrain": (29, {"obs": 103, "critic": 216}, 1000),
+    "G1JoystickRoughTerrain": (29, {"obs": 103, "critic": 216}, 1000),
 }
 PARAMS = [pytest.param(name, marks=mark) for name, (mark, *_) in ENVS.items()]
 
@@ -53,7 +89,7 @@ _CACHE: dict[str, Compiled] = {}
 
 def compiled(name: str) -> Compiled:
     if name not in _CACHE:
-        env = load_adapter(name, {"episode_length": SHORT_EPISODE})
+        env = load_adapter(name, {"episode_length": SHORT_EPISODE, **OVERRIDES.get(name, {})})
         _CACHE[name] = Compiled(env, jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step)))
     return _CACHE[name]
 
@@ -97,6 +133,66 @@ def test_playground_names_and_errors() -> None:
     assert (resolve_algo_config("td3", env, None).v_max) == 40.0  # the default 0.97
     explicit = resolve_algo_config("sac", env, {"gamma": 0.99, "v_max": 50.0})
     assert (explicit.v_min, explicit.v_max) == (-3.0, 50.0)  # an explicit edge wins
+
+
+@pytest.mark.parametrize("task", [pytest.param(t, marks=needs_model(t)) for t in LOCOMOTION])
+def test_playground_locomotion_sizes(task: str) -> None:
+    """Each locomotion task with its robot files loads offline and is listed; sizes, time
+    limit and value support come from the task (traced, not compiled)."""
+    from mujoco_playground._src import mjx_env
+
+    default_menagerie = mjx_env.MENAGERIE_PATH
+    action_size, sizes, episode_length = LOCOMOTION[task]
+    env = load_adapter(f"playground/{task}", None)
+    assert f"playground/{task}" in adapter_names()
+    assert mjx_env.MENAGERIE_PATH is default_menagerie  # pointed elsewhere only while loading
+    assert env.foreign._config.impl == "jax"
+    assert env.action_size == action_size and env.obs_size == sizes
+    assert env.episode_length == episode_length
+    assert env.full_reset == (task != "Go1Getup")  # Go1Getup's reset settles for 125 steps
+    low, high = env.reward_bounds
+    assert low <= 0.0 < high < 0.2  # rewards are scaled by ctrl_dt = 0.02
+
+
+@needs_model("Go1Getup")
+def test_menagerie_folder_of_links(tmp_path, monkeypatch) -> None:
+    """Go1's meshes are laid out as Menagerie's ``unitree_go1/assets`` (links to mjlab's
+    files, under the names Playground's MJCF uses); a damaged folder is rebuilt."""
+    from unilab_jax.envs.adapters import menagerie
+
+    if (menagerie._playground_menagerie() / "unitree_go1" / "assets" / "trunk.stl").is_file():
+        pytest.skip("Playground's own Menagerie folder is used here")
+    monkeypatch.setenv(menagerie.CACHE_ENV, str(tmp_path))
+    root = menagerie.menagerie_root("Go1Getup")
+    assert root.parent == tmp_path
+    assets = root / "unitree_go1" / "assets"
+    names = {"calf.stl", "hip.stl", "thigh.stl", "thigh_mirror.stl", "trunk.stl"}
+    assert {p.name for p in assets.iterdir()} == names
+    trunk = assets / "trunk.stl"
+    assert trunk.is_symlink() and "mjlab" in trunk.resolve().parts
+    trunk.unlink()
+    assert menagerie.menagerie_root("Go1Getup") == root and trunk.is_file()
+
+
+@needs_playground
+def test_playground_tasks_without_robot_files_fail_naming_them() -> None:
+    """A locomotion task whose Menagerie files no installed package ships (Spot) is not
+    listed, and loading it says which file is missing and where it comes from."""
+    from unilab_jax.envs.adapters.menagerie import MissingModelError
+    from unilab_jax.envs.adapters.playground import unavailable_playground_names
+
+    unavailable = unavailable_playground_names()
+    if "SpotGetup" not in unavailable:
+        pytest.skip("Menagerie's Spot model is present here")
+    names = adapter_names()
+    assert not any(f"playground/{t}" in names for t in unavailable)
+    assert "boston_dynamics_spot/assets/body_0.obj" in unavailable["SpotGetup"]
+    with pytest.raises(MissingModelError) as err:
+        load_adapter("playground/SpotGetup", None)
+    message = str(err.value)
+    assert "mujoco_menagerie/boston_dynamics_spot/assets/body_0.obj" in message
+    assert "mujoco_menagerie git repository" in message
+    assert isinstance(err.value, UnknownEnvError)  # the CLI reports it as one line
 
 
 @needs_brax
@@ -229,6 +325,28 @@ def test_short_training_run(name: str, algo: str) -> None:
     assert all(np.isfinite(v) for v in learner.values())
     assert any("loss" in k for k in learner)
     assert result.history[-1]["components"]
+
+
+@NEEDS_GO1
+def test_short_locomotion_training_run() -> None:
+    """The tiny SAC run on Playground's Go1 joystick (5-step episodes, so envs end episodes
+    and auto-reset): dict observations (actor 48, critic 123) through the trainer, finite
+    returns, learner metrics and reward components."""
+    from unilab_jax.trainer import train
+
+    config = dataclasses.replace(
+        TINY, env=GO1, env_overrides={**TINY.env_overrides, **OVERRIDES[GO1]}
+    )
+    result = train(config, dict(TINY_SAC), quiet=True)
+    assert result.summary["completed_iterations"] == TINY.max_iterations
+    returns = [h["mean_return"] for h in result.history if h["mean_return"] is not None]
+    assert returns and all(np.isfinite(r) for r in returns)  # episodes ended and reset
+    assert sum(h["episodes"] for h in result.history) >= TINY.num_envs  # 6 steps > 5
+    learner = result.history[-1]["learner"]
+    assert learner and all(np.isfinite(v) for v in learner.values())
+    components = result.history[-1]["components"]
+    assert "reward/tracking_lin_vel" in components
+    assert all(np.isfinite(v) for v in components.values())
 
 
 # --------------------------------------------------------------------------- numpy VecEnv

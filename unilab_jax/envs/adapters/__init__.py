@@ -3,8 +3,10 @@
 Two sources are supported, each behind a name prefix:
 
 * ``"playground/<Name>"``: MuJoCo Playground's DM Control Suite tasks (``CheetahRun``,
-  ``CartpoleBalance``, ...), built with MJX's pure-JAX implementation (``impl="jax"``, which
-  runs on CPU and GPU; Playground's own default is Warp);
+  ``CartpoleBalance``, ...) and its locomotion tasks whose robot models an installed package
+  ships (Go1 and G1, from mjlab; ``menagerie`` lays them out as Playground expects), built
+  with MJX's pure-JAX implementation (``impl="jax"``, which runs on CPU and GPU; Playground's
+  own default is Warp);
 * ``"brax/<name>"``: Brax's registered environments (``ant``, ``halfcheetah``, ...), on
   Brax's ``"mjx"`` pipeline backend (MJX's JAX implementation on every device).
 
@@ -18,7 +20,8 @@ returns our :class:`~unilab_jax.envs.EnvState`. The foreign env's own state is k
 the foreign wrappers', so ``final_obs`` holds the true last observation of an ended episode
 (Playground's ``AutoResetWrapper`` overwrites it with the reset observation).
 
-Modules: ``base`` (``AdapterEnv``), ``playground`` and ``brax`` (one per source); this package
+Modules: ``base`` (``AdapterEnv``), ``playground`` and ``brax`` (one per source), ``menagerie``
+(the robot files of Playground's locomotion tasks, offline); this package
 maps names to them. Both packages are optional: they are imported only when such a name is
 loaded or listed.
 """
