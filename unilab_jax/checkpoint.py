@@ -27,6 +27,14 @@ Guarantees:
   truncated or missing file raises ``CheckpointDamagedError`` ("checkpoint N is damaged"),
   distinct from ``CheckpointMismatchError`` (a checkpoint written for other shapes, i.e.
   other settings).
+
+**Several processes** (``unilab_jax.distributed``): every process calls ``save`` and
+``restore_checkpoint`` with the same state; each writes and reads the shards of its own
+devices through orbax's multi-process support, and process 0 alone creates, renames and
+deletes folders and writes ``meta.json`` (the folder must be shared by all processes, e.g. a
+network file system). The format is the same as one process's: a CRC-32 is always that of the
+whole array, combined from the processes' row shards (``crc32_combine``), so a checkpoint of
+2 processes restores in 1 and the other way round.
 """
 
 from __future__ import annotations
@@ -146,13 +154,154 @@ def _crc32(array: Any) -> int:
 
 
 def _describe(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict]]:
+    crcs = _crcs(items)
     return {
         item: {
-            name: {"shape": list(x.shape), "dtype": str(x.dtype), "crc32": _crc32(x)}
+            name: {"shape": list(x.shape), "dtype": str(x.dtype), "crc32": crcs[item, name]}
             for name, x in arrays.items()
         }
         for item, arrays in items.items()
     }
+
+
+def _multiprocess() -> bool:
+    return jax.distributed.is_initialized() and jax.process_count() > 1
+
+
+def _primary() -> bool:
+    return not jax.distributed.is_initialized() or jax.process_index() == 0
+
+
+def _here(x: Any) -> bool:
+    """Whether this process holds all of ``x`` (one process's array, or a replicated one)."""
+    return not isinstance(x, jax.Array) or x.is_fully_addressable or x.is_fully_replicated
+
+
+def _crcs(items: dict[str, dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """The CRC-32 of every whole array. An array sharded over several processes is never
+    gathered: each process hashes its own row shards and one small collective brings the
+    pieces together (combined in row order, ``crc32_combine``)."""
+    out, spread = {}, []
+    for item, arrays in items.items():
+        for name, x in arrays.items():
+            if _here(x):
+                out[item, name] = _crc32(x)
+            else:
+                spread.append(((item, name), x))
+    if spread:
+        out.update(_spread_crcs(spread))
+    return out
+
+
+def _rows(index: tuple, shape: tuple) -> tuple[int, int] | None:
+    """The ``[start, stop)`` rows of a shard's index, or None unless it holds whole rows."""
+    if not shape:
+        return None
+    for dim, part in zip(shape[1:], index[1:], strict=False):
+        if part.indices(dim) != (0, dim, 1):
+            return None
+    start, stop, step = index[0].indices(shape[0])
+    return (start, stop) if step == 1 else None
+
+
+_PAD = 0xFFFFFFFF
+
+
+def _spread_crcs(spread: list) -> dict[tuple[str, str], int]:
+    from jax.experimental import multihost_utils
+
+    me = jax.process_index()
+    entries: list[tuple[int, int, int, int]] = []  # (leaf, start row, stop row, crc)
+    per_process = [0] * jax.process_count()
+    whole: list[int] = []  # leaves not sharded by rows: gathered whole (rare)
+    for leaf, (_, x) in enumerate(spread):
+        indices = x.sharding.devices_indices_map(x.shape)
+        rows = {d: _rows(i, x.shape) for d, i in indices.items()}
+        if any(r is None for r in rows.values()):
+            whole.append(leaf)
+            continue
+        for p in range(len(per_process)):
+            per_process[p] += len({r for d, r in rows.items() if d.process_index == p})
+        seen = set()
+        for shard in x.addressable_shards:
+            r = rows[shard.device]
+            if r in seen:
+                continue
+            seen.add(r)
+            data = np.ascontiguousarray(np.asarray(shard.data)).tobytes()
+            entries.append((leaf, *r, zlib.crc32(data)))
+    assert len(entries) == per_process[me]
+    table = np.full((max(per_process, default=0), 4), _PAD, np.uint32)
+    if entries:
+        table[: len(entries)] = np.asarray(entries, np.uint64).astype(np.uint32)
+    everyone = np.asarray(multihost_utils.process_allgather(table)).reshape(-1, 4)
+    out = {}
+    for leaf, (key, x) in enumerate(spread):
+        if leaf in whole:
+            out[key] = _crc32(multihost_utils.process_allgather(x, tiled=True))
+            continue
+        pieces = sorted({(int(a), int(b), int(c)) for f, a, b, c in everyone if f == leaf})
+        row_bytes = x.dtype.itemsize * int(np.prod(x.shape[1:], dtype=np.int64))
+        crc, at = 0, 0
+        for start, stop, piece in pieces:
+            if start != at:
+                raise CheckpointError(f"{key[0]}/{key[1]}: rows {at}..{start} are on no process")
+            crc = crc32_combine(crc, piece, (stop - start) * row_bytes)
+            at = stop
+        if at != x.shape[0]:
+            raise CheckpointError(f"{key[0]}/{key[1]}: rows {at}.. are on no process")
+        out[key] = crc
+    return out
+
+
+def _crc_shift_operators() -> list[list[int]]:
+    """``ops[k]``: the GF(2) operator (32 columns) that appends ``2**k`` zero bytes to a
+    CRC-32 state, as zlib's ``crc32_combine`` builds them."""
+
+    def times(mat: list[int], vec: int) -> int:
+        total, i = 0, 0
+        while vec:
+            if vec & 1:
+                total ^= mat[i]
+            vec >>= 1
+            i += 1
+        return total
+
+    def square(mat: list[int]) -> list[int]:
+        return [times(mat, mat[n]) for n in range(32)]
+
+    op = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    for _ in range(3):  # 2, 4, 8 bits: one byte
+        op = square(op)
+    ops = [op]
+    for _ in range(63):
+        ops.append(square(ops[-1]))
+    return ops
+
+
+_SHIFT_OPS: list[list[int]] = []
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of ``a + b`` from ``crc1 = crc32(a)``, ``crc2 = crc32(b)`` and
+    ``len2 = len(b)`` (zlib's ``crc32_combine``, which Python's zlib does not expose)."""
+    if len2 <= 0:
+        return crc1
+    if not _SHIFT_OPS:
+        _SHIFT_OPS.extend(_crc_shift_operators())
+    k = 0
+    while len2:
+        if len2 & 1:
+            mat, vec, total, i = _SHIFT_OPS[k], crc1, 0, 0
+            while vec:
+                if vec & 1:
+                    total ^= mat[i]
+                vec >>= 1
+                i += 1
+            crc1 = total
+        len2 >>= 1
+        k += 1
+    return crc1 ^ crc2
 
 
 def _versions() -> dict[str, str]:
@@ -176,6 +325,8 @@ class CheckpointWriter:
         self.directory = Path(directory).absolute()
         self.max_to_keep = max_to_keep
         self.metadata = metadata
+        if not _primary():  # process 0 alone creates and sweeps (before its first save)
+            return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -190,6 +341,8 @@ class CheckpointWriter:
         final = self.directory / str(iteration)
         tmp = self.directory / f"{_TMP_PREFIX}{iteration}"
         items = _split(state)
+        if _multiprocess():
+            return self._save_together(iteration, items, final, tmp)
         try:
             _check_space(self.directory, items)
             shutil.rmtree(tmp, ignore_errors=True)
@@ -216,6 +369,70 @@ class CheckpointWriter:
             raise CheckpointSaveError(_save_failure(iteration, self.directory, err)) from None
         self._drop_old()
         return final
+
+    def _meta(self, iteration: int, items: dict, described: dict, tmp: Path) -> dict:
+        return {
+            "format": FORMAT,
+            "iteration": int(iteration),
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "versions": _versions(),
+            "config": self.metadata,
+            "items": described,
+            "files": _file_checksums(tmp),
+        }
+
+    def _save_together(self, iteration: int, items: dict, final: Path, tmp: Path) -> Path:
+        """``save`` in a multi-process run: every process writes its shards through orbax;
+        process 0 prepares the folder, writes ``meta.json`` and renames it into place. Each
+        step ends with process 0's verdict, so a failure raises on every process."""
+        primary = _primary()
+        error = None
+        if primary:
+            try:
+                _check_space(self.directory, items)
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp.mkdir()
+            except Exception as err:
+                error = err
+        self._verdict(error, iteration, tmp)
+        try:
+            with _stderr_kept_on_success(), ocp.StandardCheckpointer() as checkpointer:
+                for item, arrays in items.items():
+                    checkpointer.save(tmp / item, arrays)
+                checkpointer.wait_until_finished()
+            described = _describe(items)  # a collective (the processes' shard checksums)
+        except Exception as err:
+            if primary:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise CheckpointSaveError(_save_failure(iteration, self.directory, err)) from None
+        error = None
+        if primary:
+            try:
+                _write_json(tmp / META_FILE, self._meta(iteration, items, described, tmp))
+                if final.exists():
+                    _delete(final)
+                os.replace(tmp, final)
+            except Exception as err:
+                error = err
+        self._verdict(error, iteration, tmp)
+        if primary:
+            self._drop_old()
+        return final
+
+    def _verdict(self, error: Exception | None, iteration: int, tmp: Path) -> None:
+        """Process 0's ``error`` (or None) raised as ``CheckpointSaveError`` on every process."""
+        from jax.experimental import multihost_utils
+
+        failed = multihost_utils.broadcast_one_to_all(np.int32(error is not None))
+        if not int(failed):
+            return
+        if error is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise CheckpointSaveError(_save_failure(iteration, self.directory, error))
+        raise CheckpointSaveError(
+            f"could not write checkpoint {iteration} under {self.directory}: process 0 failed "
+            "(its output says why)"
+        )
 
     def _drop_old(self) -> None:
         steps = list_steps(self.directory)
@@ -408,7 +625,10 @@ def _check_files(directory: Path, step: int, meta: dict, items: list[str]) -> No
 
 def _read_items(directory: Path, step: int, meta: dict, wanted: dict) -> dict:
     """Read ``wanted``'s items from disk and check every array against its CRC-32."""
-    _check_files(directory, step, meta, list(wanted))
+    if _multiprocess():
+        _check_files_once(directory, step, meta, list(wanted))
+    else:
+        _check_files(directory, step, meta, list(wanted))
     restored: dict[str, dict[str, Any]] = {}
     with _stderr_kept_on_success(), ocp.StandardCheckpointer() as checkpointer:
         for item, arrays in wanted.items():
@@ -418,13 +638,33 @@ def _read_items(directory: Path, step: int, meta: dict, wanted: dict) -> dict:
             except Exception as err:  # orbax/tensorstore raise many types for a bad file
                 reason = f"{item}/ could not be read ({type(err).__name__}: {err})"
                 raise CheckpointDamagedError(directory, step, reason.split("\n")[0]) from None
+    crcs = _crcs(restored)  # every process the same (a collective for spread arrays)
     for item, arrays in restored.items():
-        for name, value in arrays.items():
-            if _crc32(value) != meta["items"][item][name]["crc32"]:
+        for name in arrays:
+            if crcs[item, name] != meta["items"][item][name]["crc32"]:
                 raise CheckpointDamagedError(
                     directory, step, f"{item}/{name} does not match its recorded checksum"
                 )
     return restored
+
+
+def _check_files_once(directory: Path, step: int, meta: dict, items: list[str]) -> None:
+    """``_check_files`` in a multi-process run: process 0 reads the (shared) files, every
+    process raises its verdict."""
+    from jax.experimental import multihost_utils
+
+    error = None
+    if _primary():
+        try:
+            _check_files(directory, step, meta, items)
+        except CheckpointDamagedError as err:
+            error = err
+    if not int(multihost_utils.broadcast_one_to_all(np.int32(error is not None))):
+        return
+    if error is not None:
+        raise error
+    raise CheckpointDamagedError(directory, step, "process 0 found a damaged file (its output "
+                                 "names it)")  # fmt: skip
 
 
 def _check_layout(step: int, meta: dict, wanted: dict[str, dict[str, Any]]) -> None:

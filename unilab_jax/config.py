@@ -52,7 +52,8 @@ class TrainConfig:
     save_interval: int = 500
     """Checkpoint every this many iterations (rounded up to a log interval); 0 disables."""
     num_devices: int = 1
-    """Devices of the ``"data"`` mesh axis; envs, replay and batch are split over them."""
+    """Devices of the ``"data"`` mesh axis; envs, replay and batch are split over them. In a
+    multi-process run: the devices of all processes together (every one of them)."""
     eval_envs: int = 64
     """Fresh envs of each deterministic evaluation (one full episode each); 0: no evaluation."""
     eval_interval: int | None = None
@@ -62,6 +63,21 @@ class TrainConfig:
     """PRNG seed for parameters, envs, exploration and sampling."""
     env_overrides: dict | None = field(default=None, hash=False)
     """Overrides of the task's config fields."""
+    num_processes: int | None = None
+    """Processes of a multi-process run (jax.distributed), each owning its local devices;
+    None: one, or what JAX detects under SLURM (srun) or Open MPI (mpirun) when process_id and
+    coordinator_address are unset too (1: train alone even there). ``python -m
+    unilab_jax.launch`` sets all three."""
+    process_id: int | None = None
+    """This process's index in a multi-process run, 0 .. num_processes - 1; process 0 hosts
+    the coordinator, logs and writes the run's files."""
+    coordinator_address: str | None = None
+    """host:port of process 0's coordinator, the same for every process of the run."""
+    coordinator_timeout: int = 60
+    """Seconds a multi-process run waits at start for all processes to connect."""
+    heartbeat_timeout: int = 60
+    """Seconds after which a silent process of a multi-process run counts as dead and the
+    others are stopped (a dead local process is usually noticed at once)."""
 
     @property
     def resolved_policy_frequency(self) -> int:
@@ -100,6 +116,8 @@ class TrainConfig:
             "env_steps_per_sync",
             "log_interval",
             "num_devices",
+            "coordinator_timeout",
+            "heartbeat_timeout",
         )
         if self.policy_frequency is not None:
             positive += ("policy_frequency",)
@@ -129,21 +147,64 @@ class TrainConfig:
                 f"be stored in a buffer of {self.capacity} rows; lower learning_starts to at most "
                 f"replay_buffer_n ({self.replay_buffer_n}), or raise replay_buffer_n"
             )
+        self._validate_processes()
+        devices = f"num_devices {self.num_devices}" + self._over_processes()
         if self.num_envs % self.num_devices:
             raise ConfigError(
-                f"num_envs {self.num_envs} is not divisible by num_devices {self.num_devices}; "
+                f"num_envs {self.num_envs} is not divisible by {devices}; "
                 f"use a multiple of {self.num_devices} envs"
             )
         if self.batch_size % self.num_devices:
             raise ConfigError(
-                f"batch_size {self.batch_size} is not divisible by num_devices "
-                f"{self.num_devices}; use a multiple of {self.num_devices}"
+                f"batch_size {self.batch_size} is not divisible by {devices}; "
+                f"use a multiple of {self.num_devices}"
             )
         if available_devices is not None and self.num_devices > available_devices:
             raise ConfigError(
                 f"num_devices {self.num_devices} but JAX sees only {available_devices} device(s); "
                 "on a CPU, set XLA_FLAGS=--xla_force_host_platform_device_count="
                 f"{self.num_devices} before starting Python"
+            )
+
+    def _over_processes(self) -> str:
+        from unilab_jax.distributed import planned_processes
+
+        n = planned_processes(self)
+        return f" (the devices of all {n} processes)" if n > 1 else ""
+
+    def _validate_processes(self) -> None:
+        """The multi-process settings (``unilab_jax.distributed``), checked before JAX starts."""
+        from unilab_jax.distributed import planned_processes
+
+        n, pid, address = self.num_processes, self.process_id, self.coordinator_address
+        for name, value in (("num_processes", n), ("process_id", pid)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{name} must be an integer, got {value!r}")
+        if n is not None and n <= 0:
+            raise ConfigError(f"num_processes must be a positive integer, got {n}")
+        if pid is not None and n is None:
+            raise ConfigError(f"process_id {pid} given without num_processes; pass both")
+        if pid is not None and not 0 <= pid < n:
+            raise ConfigError(
+                f"process_id {pid} is out of range for num_processes {n}; use 0 .. {n - 1}"
+            )
+        if address is not None:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(
+                    f"coordinator_address {address!r} is not host:port (e.g. 10.0.0.1:1234)"
+                )
+        if n is not None and n > 1 and (pid is None or address is None):
+            raise ConfigError(
+                f"num_processes {n} needs --process-id and --coordinator-address for every "
+                f"process (or start them all with python -m unilab_jax.launch --nproc {n})"
+            )
+        processes = planned_processes(self)
+        if self.num_devices % processes:
+            raise ConfigError(
+                f"num_devices {self.num_devices} (the devices of all processes) is not "
+                f"divisible by the {processes} processes; each process contributes the same "
+                "number of devices"
             )
 
 

@@ -9,6 +9,13 @@ Examples::
 
     python -m unilab_jax.train --env PendulumSwingup --algo sac --num-envs 64 --batch-size 1024
     XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m unilab_jax.train --num-devices 2
+
+Several processes (``unilab_jax.distributed``): ``python -m unilab_jax.launch --nproc 2 --
+<options>`` on one machine; on several, start this command on each with ``--num-processes N
+--process-id I --coordinator-address HOST:PORT`` (the same address everywhere, process 0's),
+or under SLURM ``srun`` / Open MPI ``mpirun`` without the three (JAX reads them from the
+scheduler). ``--num-devices`` counts the devices of all processes. Process 0 logs and writes
+the run's files; the others print only errors.
 """
 
 from __future__ import annotations
@@ -29,6 +36,16 @@ from pathlib import Path
 from unilab_jax.algos.config import settings_from_json
 from unilab_jax.algos.registry import ALGOS, get_algo
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, field_docs, with_host_devices
+from unilab_jax.distributed import (
+    LAUNCH_FIELDS,
+    broadcast_int,
+    detected_cluster,
+    hard_exit,
+    is_multiprocess,
+    is_primary,
+    launch_prefix,
+    local_device_count,
+)
 from unilab_jax.rundir import claim_log_dir, probe_log_dir
 
 __all__ = ["main", "build_parser"]
@@ -211,6 +228,8 @@ def _read_config_file(path: str) -> tuple[dict, dict]:
             f"--config {path}: not a readable run_config.json ({type(err).__name__}: {err})"
         ) from None
     train.pop("sim_backend", None)  # written by versions whose core had the field
+    for name in LAUNCH_FIELDS:  # how that run was started, not what it trained
+        train.pop(name, None)
     known = _fields(TrainConfig)
     unknown = sorted(set(train) - known)
     if unknown:
@@ -237,6 +256,15 @@ def _force_host_devices(n: int) -> None:
     flags = with_host_devices(os.environ.get("XLA_FLAGS", ""), n)
     if flags:
         os.environ["XLA_FLAGS"] = flags
+
+
+def _first_process(args: argparse.Namespace) -> bool:
+    """Whether this is process 0 (or the only one), known before JAX starts."""
+    process_id = getattr(args, "process_id", None)
+    if process_id is None and not hasattr(args, "num_processes"):
+        cluster = detected_cluster()
+        process_id = cluster.process_id if cluster else 0
+    return not process_id
 
 
 def _checkpoint_dir(resume: str) -> Path:
@@ -297,6 +325,7 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
 # Settings that only steer the host loop: a resumed run may change them freely.
 _FREE_ON_RESUME = {
     "max_iterations", "log_interval", "save_interval", "eval_envs", "eval_interval", "seed",
+    *LAUNCH_FIELDS,
 }  # fmt: skip
 
 
@@ -324,13 +353,34 @@ def main(argv: list[str] | None = None) -> int:
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        return _main(argv)
+        code = _main(argv)
     except (KeyboardInterrupt, ImmediateStop) as stop:  # before training began: nothing to save
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"\n{signal_name(signum)} before training began; nothing to save", file=sys.stderr)
-        return 128 + signum
+        code = 128 + signum
+    except BaseException as err:
+        if not is_multiprocess():
+            raise
+        _fail_alone(err)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if is_multiprocess() and code not in (0, 128 + signal.SIGINT, 128 + signal.SIGTERM):
+        hard_exit(code)
+    return code
+
+
+def _fail_alone(err: BaseException) -> None:
+    """A process of a multi-process run that fails exits at once, without jax.distributed's
+    shutdown barrier (which would wait for peers still busy): its closed connections make the
+    others fail within moments, and the launcher stops them."""
+    import traceback
+
+    if isinstance(err, SystemExit):
+        if isinstance(err.code, str):
+            print(err.code, file=sys.stderr)
+        hard_exit(err.code if isinstance(err.code, int) else 1)
+    traceback.print_exception(err)
+    hard_exit(1)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -339,7 +389,7 @@ def _main(argv: list[str] | None) -> int:
     try:  # before any heavy import: these fail in a fraction of a second, creating nothing
         if args.resume:
             _checkpoint_dir(args.resume)
-        if args.log_dir:
+        if args.log_dir and _first_process(args):  # process 0 claims it; the others do not
             probe_log_dir(args.log_dir)
     except ConfigError as err:
         parser.exit(2, f"error: {err}\n")
@@ -356,7 +406,8 @@ def _main(argv: list[str] | None) -> int:
                 f"unknown env {config.env!r}; registered tasks: {', '.join(registered_names())}"
                 f"; adapters: {', '.join(ADAPTER_PREFIXES)}<name> (--list-envs)"
             )
-        _force_host_devices(config.num_devices)  # before JAX creates its CPU client
+        # Before JAX creates its CPU client; in a multi-process run, this process's share.
+        _force_host_devices(local_device_count(config))
 
         from unilab_jax.trainer import Trainer, run_config
 
@@ -365,17 +416,21 @@ def _main(argv: list[str] | None) -> int:
         trainer = Trainer(config, algo_overrides)
     except (ConfigError, UnknownEnvError) as err:
         parser.exit(2, f"error: {err}\n")
+    # The processes of one run share one log dir: process 0's clock names it.
+    started = _dt.datetime.fromtimestamp(broadcast_int(int(_dt.datetime.now().timestamp())))
     log_dir = Path(
         args.log_dir
         or Path("logs")
         / get_algo(config.algo).log_name
         / config.env
-        / f"{_dt.datetime.now():%Y-%m-%d_%H-%M-%S}_mjx"
+        / f"{started:%Y-%m-%d_%H-%M-%S}_mjx"
     )
     current = run_config(config, trainer.algo_config)
     initial_state = (
         _resume_state(trainer, args.resume, args.resume_step, current) if args.resume else None
     )
+    if not is_primary():  # process 0 owns the log dir; the others only write checkpoints
+        return _run(parser, args, config, trainer, log_dir, initial_state, argv)
     try:
         lock = claim_log_dir(log_dir)  # held until the summary is written
     except ConfigError as err:
@@ -393,6 +448,7 @@ def _main(argv: list[str] | None) -> int:
 def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> int:
     """Train and report; a signal, a full disk or a busy log dir end in one clear line."""
     from unilab_jax.checkpoint import CheckpointSaveError
+    from unilab_jax.distributed import ProcessLostError
     from unilab_jax.interrupts import ImmediateStop, RunStopped, signal_name
     from unilab_jax.trainer import train
 
@@ -430,14 +486,19 @@ def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> i
             file=sys.stderr,
         )
         return 1
+    except ProcessLostError as err:
+        print(f"\nerror: {err}. Checkpoints so far: {log_dir / 'checkpoints'}", file=sys.stderr)
+        return 1
     summary = _write_summary(log_dir, result.summary)
-    if args.quiet:
+    if args.quiet and is_primary():
         print(json.dumps(summary))
     return 0
 
 
 def _write_summary(log_dir: Path, summary: dict) -> dict:
     summary = dict(summary, log_dir=str(log_dir))
+    if not is_primary():
+        return summary
     with contextlib.suppress(OSError):  # a full disk already said so
         (log_dir / "run_summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -457,7 +518,25 @@ def _resume_command(argv: list[str] | None, log_dir: Path) -> str:
             continue
         kept.append(arg)
     tail = ["--resume", str(log_dir), "--log-dir", str(log_dir)]
+    prefix = launch_prefix()
+    if prefix:  # started by unilab_jax.launch: resume through it (it adds the process options)
+        return f"{prefix} {shlex.join(_without_launch_options(kept) + tail)}"
     return shlex.join(["python", "-m", "unilab_jax.train", *kept, *tail])
+
+
+def _without_launch_options(args: list[str]) -> list[str]:
+    """``args`` less the per-process options the launcher adds."""
+    added = ("--num-processes", "--process-id", "--coordinator-address")
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg.split("=", 1)[0] in added:
+            skip = "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from unilab_jax import cpu_linalg
+from unilab_jax import cpu_linalg, distributed
 from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.c51 import value_support
 from unilab_jax.algos.registry import get_algo
@@ -127,10 +127,18 @@ class Trainer:
     ``algo_config`` is a ``SACConfig``/``TD3Config``, or a dict of overrides applied by
     ``resolve_algo_config`` (None: defaults plus the task's value bounds). The configuration
     is validated here, once, before anything is built or compiled.
+
+    A multi-process ``config`` (``num_processes`` > 1, or a detected SLURM/Open MPI job)
+    starts ``jax.distributed`` here, so the Trainer must be built before anything else uses
+    JAX (``unilab_jax.distributed``); every process then checks that all train the same
+    settings.
     """
 
     def __init__(self, config: TrainConfig, algo_config: Any = None):
+        config.validate()  # before JAX starts (and before a multi-process run connects)
+        distributed.ensure_initialized(config)
         config.validate(available_devices=len(jax.devices()))
+        distributed.check_devices(config)
         use_compilation_cache()
         self.config = config
         self.env = load(config.env, config_override=config.env_overrides)
@@ -138,6 +146,7 @@ class Trainer:
             algo_config = resolve_algo_config(config.algo, self.env, algo_config)
         algo_config.validate()
         self.algo_config = algo_config
+        distributed.check_same_settings(run_config(config, algo_config))
         self.obs_dim = self.env.obs_size["obs"]
         self.critic_dim = self.env.obs_size["critic"]
         self.agent: Agent = get_algo(config.algo).make_agent(
@@ -230,7 +239,8 @@ def train(
         trainer = Trainer(config, algo_config)
     else:
         _check_same_build(config, trainer.config)
-    lock = claim_log_dir(log_dir) if log_dir is not None else None  # one run per log dir
+    # One run per log dir; in a multi-process run process 0 owns it and writes its files.
+    lock = claim_log_dir(log_dir) if log_dir is not None and distributed.is_primary() else None
     try:
         return _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
                       on_block, sinks, wandb)  # fmt: skip
@@ -247,7 +257,7 @@ def _train(
     if on_block is not None:
         sinks.append(CallbackSink(on_block))
     settings = run_config(config, trainer.algo_config)
-    if log_dir is not None:  # written first, so a run stopped early still has one
+    if log_dir is not None and distributed.is_primary():  # first, so a stopped run has one
         (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(settings, indent=2))
     if checkpointer is None and log_dir is not None and config.save_interval > 0:
         checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=settings)
@@ -317,7 +327,10 @@ def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_
 
 def _default_sinks(logger: str, quiet: bool, wandb: dict | None) -> list[Sink]:
     """The live panel on a terminal; plain lines in a log file (stdout redirected), with the
-    panel's TensorBoard/wandb files still written."""
+    panel's TensorBoard/wandb files still written. Only process 0 of a multi-process run
+    reports (the others are silent and write no logs)."""
+    if not distributed.is_primary():
+        return []
     if quiet or sys.stdout.isatty():
         return [LoggerSink(logger, quiet, wandb)]
     return [PlainLineSink(), LoggerSink(logger, quiet=True, wandb=wandb)]
@@ -387,12 +400,21 @@ def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks,
     history: list[dict] = []
     rows_per_iter = config.num_envs * config.env_steps_per_sync
     done = int(state.iteration)
-    while done < config.max_iterations and stop.requested is None:
+    several = distributed.is_multiprocess()
+    while True:
+        if several:  # a signal to any process stops all after the same block
+            stop.requested = _collective(distributed.agree_stop, stop.requested)
+        if done >= config.max_iterations or stop.requested is not None:
+            break
         n = min(config.log_interval, config.max_iterations - done)
         step = stop.wait(trainer.step_fn, state, n)
         t0 = time.perf_counter()
-        state, metrics = step(state)
-        metrics = stop.wait(jax.device_get, metrics)  # the one host sync per block
+        if several:
+            state, metrics = _collective(step, state)
+            metrics = stop.wait(_collective, jax.device_get, metrics)
+        else:
+            state, metrics = step(state)
+            metrics = stop.wait(jax.device_get, metrics)  # the one host sync per block
         if stop.requested is not None:
             _status(sinks, f"{signal_name(stop.requested)} received: stopping after this block "
                     "(send it again to stop at once)")  # fmt: skip
@@ -405,6 +427,17 @@ def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks,
             record.update(sink.block(record, state) or {})
         history.append(record)
     return state, history
+
+
+def _collective(fn, *args):
+    """``fn(*args)`` in a multi-process run: a failed cross-process collective (a process
+    died) becomes one clear ``ProcessLostError``."""
+    try:
+        return fn(*args)
+    except (jax.errors.JaxRuntimeError, ValueError, RuntimeError) as err:
+        if not distributed.peer_failure(err):
+            raise
+        raise distributed.lost_process(err) from err
 
 
 def _summary(

@@ -448,9 +448,12 @@ class MjxPhysics:
     """MJX backend: builds ``mjx.Data`` from (qpos, qvel) and advances it by ``n_frames``."""
 
     def __init__(self, model: mujoco.MjModel, n_frames: int, reset_forward: bool = False) -> None:
-        # Force the pure-JAX implementation so CPU and GPU runs use the same code path.
-        self.mjx_model = mjx.put_model(model, impl="jax")
-        self._template = mjx.make_data(self.mjx_model, impl="jax")
+        # Force the pure-JAX implementation so CPU and GPU runs use the same code path. On a
+        # device of this process: MJX's default, jax.devices()[0], is process 0's in a
+        # multi-process run (unilab_jax.distributed).
+        device = jax.local_devices()[0]
+        self.mjx_model = mjx.put_model(model, device=device, impl="jax")
+        self._template = mjx.make_data(self.mjx_model, device=device, impl="jax")
         self.n_frames = int(n_frames)
         self.reset_forward = reset_forward
 

@@ -1,0 +1,254 @@
+"""Several processes on JAX's distributed runtime (``unilab_jax.distributed``, ``.launch``).
+
+All runs start together in one module fixture, each under a timeout (compiling dominates, and
+on CPU the persistent compile cache serves only process 0: jaxlib 0.10.2 keys CPU programs by
+a per-process topology fingerprint, and only process 0 writes entries):
+
+- ``A``: the tiny run, 1 process x 2 devices, through the CLI (checkpoints 2, 4, 6);
+- ``H``: tests/multiprocess_check.py as 2 processes x 1 device: the same run from scratch, a
+  resume of A's checkpoint 4, a settings mismatch and a damaged checkpoint;
+- ``K``: the launcher on the tiny run, one child SIGKILLed once the run is up;
+- ``U``: a process whose coordinator never answers.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from unilab_jax.config import ConfigError, TrainConfig
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+from tiny import TINY, TINY_SAC  # noqa: E402
+
+TIMEOUT = 300
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(devices: int) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
+    flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", env.get("XLA_FLAGS", ""))
+    env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={devices}".strip()
+    return env
+
+
+def _start(args, devices: int, env=None, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, *args], env={**_env(devices), **(env or {})}, text=True,
+        stdout=subprocess.PIPE, **kw,
+    )  # fmt: skip
+
+
+def _kill_run(tmp: Path, config_file: Path) -> dict:
+    """The launcher on the tiny run; SIGKILL process 1 once the run has started."""
+    launcher = _start(
+        ["-m", "unilab_jax.launch", "--nproc", "2", "--", "--config", str(config_file),
+         "--max-iterations", "100000", "--log-dir", str(tmp / "K"), "--logger", "none"],
+        devices=1, stderr=subprocess.STDOUT, env={"TMPDIR": str(tmp)},  # its logs of process 1
+    )  # fmt: skip
+    guard = threading.Timer(TIMEOUT, launcher.kill)  # never hang the suite
+    guard.start()
+    lines: list[str] = []
+    child = killed_at = None
+    for line in launcher.stdout:
+        lines.append(line)
+        if child is None and (found := re.search(r"1: pid (\d+)", line)):
+            child = int(found.group(1))
+        # Once the run is up (both processes connected, settings compared), before compiling.
+        if child and killed_at is None and line.startswith("FastSAC on "):
+            os.kill(child, signal.SIGKILL)
+            killed_at = time.monotonic()
+    launcher.wait()
+    ended = time.monotonic()
+    guard.cancel()
+    return {
+        "rc": launcher.returncode,
+        "after_kill_sec": None if killed_at is None else ended - killed_at,
+        "output": "".join(lines),
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("multiprocess")
+    config_file = tmp / "tiny.json"
+    train = {**dataclasses.asdict(TINY), "save_interval": 2}
+    config_file.write_text(json.dumps({"train": train, "algo": TINY_SAC}))
+    start = time.perf_counter()
+    timings = {}
+    one = _start(
+        ["-m", "unilab_jax.train", "--config", str(config_file), "--num-devices", "2",
+         "--log-dir", str(tmp / "A"), "--quiet"],
+        devices=2, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    port = _port()
+    helpers = [
+        _start(
+            [str(HERE / "multiprocess_check.py"), str(i), str(port), str(tmp), str(tmp / "A")],
+            devices=1,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    unreachable = _start(
+        ["-c", "from unilab_jax.config import TrainConfig\n"
+               "from unilab_jax.distributed import ensure_initialized\n"
+               f"ensure_initialized(TrainConfig(num_devices=2, num_processes=2, process_id=1, "
+               f"coordinator_address='127.0.0.1:{_port()}', coordinator_timeout=3))"],
+        devices=1, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    killed: dict = {}
+    killer = threading.Thread(target=lambda: killed.update(_kill_run(tmp, config_file)))
+    killer.start()
+    results = {}
+    for name, proc in [("A", one), ("H0", helpers[0]), ("H1", helpers[1]), ("U", unreachable)]:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            for p in (one, *helpers, unreachable):
+                p.kill()
+            raise
+        results[name] = (proc.returncode, out, err)
+        timings[name] = time.perf_counter() - start
+    killer.join(TIMEOUT)
+    timings["K"] = time.perf_counter() - start
+    print("launcher ended", killed.get("after_kill_sec"), "s after its process 1 was killed")
+    print("multiprocess run timings (s):", {k: round(v, 1) for k, v in timings.items()})
+    for name in ("H0", "H1"):
+        print(name, results[name][1].strip().splitlines()[-1:] or results[name][2][-2000:])
+    return tmp, results, killed
+
+
+def _meta(run: Path, step: int) -> dict:
+    return json.loads((run / "checkpoints" / str(step) / "meta.json").read_text())
+
+
+def _read(run: Path, step: int, item: str) -> dict:
+    """An item of a checkpoint, restored and CRC-checked in this 1-device process."""
+    import jax.numpy as jnp
+
+    from unilab_jax.checkpoint import restore_item
+
+    saved = _meta(run, step)["items"][item]
+    like = {name: jnp.zeros(info["shape"], info["dtype"]) for name, info in saved.items()}
+    return restore_item(run / "checkpoints", item, like, step=step)
+
+
+def _ok(results, name):
+    rc, out, err = results[name]
+    assert rc == 0, f"{name} failed ({rc}):\n{err[-4000:]}"
+    return out
+
+
+@pytest.mark.multidevice
+def test_two_processes_train_the_same_parameters_as_one_process_of_two_devices(runs):
+    tmp, results, _ = runs
+    _ok(results, "A")
+    report = json.loads(_ok(results, "H0").strip().splitlines()[-1])
+    assert (report["devices"], report["local"], report["b_iterations"]) == (2, 1, 6)
+    for step in (2, 4, 6):
+        one, two = _meta(tmp / "A", step), _meta(tmp / "B", step)
+        # The same arrays: shapes, dtypes and CRC-32s of the whole global arrays (the 2-process
+        # ones combined from each process's shards). On jax 0.10.2 CPU they are bitwise equal.
+        assert two["items"] == one["items"], step
+    a, b = _read(tmp / "A", 6, "agent"), _read(tmp / "B", 6, "agent")
+    early = _read(tmp / "A", 2, "agent")
+    diff = max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in a)
+    params = [k for k in a if k.startswith(("actor_params", "critic_params"))]
+    moved = max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(early[k])))) for k in params)
+    print(f"parameters: max |1 process - 2 processes| = {diff}, moved since iteration 2: {moved}")
+    assert moved > 1e-4  # the updates really changed them
+    assert diff <= 1e-5 * max(1.0, moved)  # float32 tolerance (bitwise equal on jax 0.10.2)
+
+
+@pytest.mark.multidevice
+def test_checkpoints_restore_across_process_counts(runs):
+    tmp, results, _ = runs
+    report = json.loads(_ok(results, "H0").strip().splitlines()[-1])
+    _ok(results, "H1")
+    # 2 processes resumed the 1-process run's checkpoint 4 and trained on to 6: the same
+    # state as the 1-process run's own checkpoint 6.
+    assert (report["restored_iteration"], report["c_iterations"]) == (4, 6)
+    assert _meta(tmp / "C", 6)["items"] == _meta(tmp / "A", 6)["items"]
+    assert report["own_restore_equal"]
+    # 1 process reads (and checks) the 2-process checkpoint's sharded items.
+    assert _read(tmp / "B", 6, "env")
+    # Process 0 alone wrote the run's files.
+    assert (tmp / "B" / "run_config.json").exists()
+
+
+@pytest.mark.multidevice
+def test_other_settings_and_damaged_checkpoints_fail_on_every_process(runs):
+    _, results, _ = runs
+    for name in ("H0", "H1"):
+        report = json.loads(_ok(results, name).strip().splitlines()[-1])
+        assert (
+            "process 1 was started with other settings than process 0" in report["mismatch_error"]
+        )
+        assert "seed: process 0 0, process 1 1" in report["mismatch_error"]
+        assert "checkpoint 2" in report["damaged_error"] and "damaged" in report["damaged_error"]
+
+
+@pytest.mark.multidevice
+def test_a_killed_process_ends_the_launch_at_once(runs):
+    _, _, killed = runs
+    assert killed["after_kill_sec"] is not None, killed["output"][-3000:]
+    assert killed["rc"] == 128 + signal.SIGKILL, killed["output"][-3000:]
+    assert "error: process 1 of 2 was killed by SIGKILL" in killed["output"]
+    assert "killed the other 1 process(es)" in killed["output"]
+    assert killed["after_kill_sec"] < 10
+
+
+@pytest.mark.multidevice
+def test_unreachable_coordinator_is_one_clear_line(runs):
+    _, results, _ = runs
+    rc, _, err = results["U"]
+    assert rc == 2, err[-2000:]
+    assert "error: process 1 of 2: nothing answers at the coordinator address 127.0.0.1:" in err
+
+
+def test_sizes_not_divisible_by_the_global_device_count_fail_before_jax_starts():
+    config = TINY.replace(
+        num_envs=6, num_devices=4, num_processes=2, process_id=0, coordinator_address="h:1234"
+    )
+    with pytest.raises(ConfigError, match=r"num_envs 6 is not divisible by num_devices 4 \(the "
+                       r"devices of all 2 processes\); use a multiple of 4"):  # fmt: skip
+        config.validate()
+    with pytest.raises(ConfigError, match="process_id 2 is out of range for num_processes 2"):
+        TINY.replace(num_processes=2, process_id=2, coordinator_address="h:1").validate()
+    with pytest.raises(ConfigError, match="needs --process-id and --coordinator-address"):
+        TINY.replace(num_processes=2).validate()
+    with pytest.raises(ConfigError, match="not divisible by the 2 processes"):
+        TINY.replace(num_devices=3, num_processes=2, process_id=0,
+                     coordinator_address="h:1").validate()  # fmt: skip
+    TrainConfig(num_processes=1).validate()  # one process needs no coordinator
+
+
+def test_launcher_documents_its_options_and_refuses_the_ones_it_sets(capsys):
+    from unilab_jax import launch
+
+    text = launch.build_parser().format_help()
+    for flag in ("--nproc", "--devices-per-process", "--platform", "--port", "--exit-grace"):
+        assert flag in text
+    assert "--num-processes, --process-id and --coordinator-address" in text
+    with pytest.raises(SystemExit) as stop:
+        launch.main(["--nproc", "2", "--", "--process-id", "1"])
+    assert stop.value.code == 2
+    assert "--process-id: set by the launcher" in capsys.readouterr().err
