@@ -8,6 +8,8 @@ import pytest
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
+# The CLI tests give the sizes they test; per-task presets are tested on their own.
+os.environ["UNILAB_JAX_PRESET"] = "none"
 _CACHE = Path(
     os.environ.get("UNILAB_JAX_TEST_CACHE", Path(__file__).resolve().parents[1] / ".jax_cache")
 )

@@ -3,7 +3,7 @@
 import pytest
 
 from unilab_jax.algos.registry import get_algo
-from unilab_jax.config import TrainConfig
+from unilab_jax.config import ConfigError, TrainConfig
 from unilab_jax.presets import _PRESETS, family_of, get_preset, preset_configs, preset_line
 
 
@@ -59,3 +59,39 @@ def test_every_preset_is_a_valid_configuration(key, algo):
     spec.config_cls(**preset.algo_settings(algo)).validate()
     line = preset_line(preset, algo, given={"num_envs"})
     assert line.startswith(f"preset {preset.name}: ") and "num_envs" not in line
+
+
+def cli_configs(*argv: str):
+    from unilab_jax.train import _configs_from_args, build_parser
+
+    return _configs_from_args(build_parser().parse_args(list(argv)))
+
+
+def test_the_cli_applies_the_preset_and_the_options_given_win(tmp_path, monkeypatch):
+    config, algo, line = cli_configs(
+        "--env",
+        "playground/CartpoleBalance",
+        "--preset",
+        "cpu",
+        "--num-envs",
+        "64",
+        "--gamma",
+        "0.9",
+    )
+    assert (config.num_envs, config.batch_size, config.updates_per_step) == (64, 512, 8)
+    assert algo == {"gamma": 0.9, "actor_hidden_dim": 256, "critic_hidden_dim": 256}
+    assert line.startswith("preset dm_control/cpu: ") and "batch_size=512" in line
+    assert "num_envs" not in line and "gamma" not in line  # given: not the preset's
+    # --preset none: the bare defaults; no preset for a task of no family.
+    bare, bare_algo, none = cli_configs("--env", "playground/CartpoleBalance", "--preset", "none")
+    assert (
+        bare == TrainConfig(env="playground/CartpoleBalance") and bare_algo == {} and none is None
+    )
+    # --config FILE reruns the recorded settings, presets aside.
+    saved = tmp_path / "run_config.json"
+    saved.write_text('{"train": {"env": "CheetahRun", "num_envs": 32}, "algo": {}}')
+    rerun, _, none = cli_configs("--config", str(saved), "--preset", "cpu")
+    assert (rerun.num_envs, rerun.batch_size, none) == (32, TrainConfig().batch_size, None)
+    monkeypatch.setenv("UNILAB_JAX_PRESET", "big")
+    with pytest.raises(ConfigError, match="UNILAB_JAX_PRESET='big': choose one of auto, cpu"):
+        cli_configs("--env", "CheetahRun")

@@ -8,8 +8,9 @@ laptop CPU. A preset replaces them per task family, in two scales:
 - ``gpu``: a GPU-sized run (thousands of envs, large batches);
 - ``cpu``: a run a few-core CPU finishes in minutes to an hour (about a hundred envs, batch 512).
 
-``python -m unilab_jax.train`` picks the family from ``--env`` and the scale from the JAX
-backend (``gpu`` on a GPU or TPU, ``cpu`` otherwise), prints the preset it applied, and lets
+``python -m unilab_jax.train`` picks the family from ``--env`` and the scale from the
+hardware JAX will use (``gpu`` on a GPU or TPU, ``cpu`` otherwise; ``default_scale``), prints
+the preset it applied, and lets
 every flag given on the command line win (``--preset cpu|gpu|none`` forces a scale or turns
 presets off; ``--config FILE`` reruns a run's recorded settings, presets aside). From Python::
 
@@ -42,7 +43,10 @@ Where the numbers come from (every preset names its source in ``Preset.source``)
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from unilab_jax.config import TrainConfig
@@ -193,10 +197,28 @@ def family_of(env: str) -> str | None:
 
 
 def default_scale() -> str:
-    """``"gpu"`` when JAX's default backend is a GPU or TPU, else ``"cpu"``."""
-    import jax
+    """``"gpu"`` when JAX will run on a GPU or TPU, else ``"cpu"``; decided without starting
+    JAX (which must not start before ``jax.distributed`` or a forced host-device count): from
+    ``JAX_PLATFORMS`` when set, else from an installed accelerator plugin of jaxlib together
+    with the device files of its driver (``/dev/nvidia0``, ``/dev/kfd``, ``/dev/accel0``)."""
+    platforms = os.environ.get("JAX_PLATFORMS", "").lower()
+    if platforms:
+        first = platforms.split(",")[0].strip()
+        return "gpu" if first in ("cuda", "gpu", "rocm", "tpu") else "cpu"
+    for plugin, device in _ACCELERATORS:
+        if importlib.util.find_spec(plugin) is not None and Path(device).exists():
+            return "gpu"
+    return "cpu"
 
-    return "cpu" if jax.default_backend() == "cpu" else "gpu"
+
+# (jaxlib plugin module, a device file its driver creates)
+_ACCELERATORS = (
+    ("jax_cuda12_plugin", "/dev/nvidia0"),
+    ("jax_cuda13_plugin", "/dev/nvidia0"),
+    ("jax_rocm60_plugin", "/dev/kfd"),
+    ("jax_rocm7_plugin", "/dev/kfd"),
+    ("libtpu", "/dev/accel0"),
+)
 
 
 def get_preset(env: str, scale: str = "auto") -> Preset | None:

@@ -46,6 +46,7 @@ from unilab_jax.distributed import (
     launch_prefix,
     local_device_count,
 )
+from unilab_jax.presets import PRESET_CHOICES, family_of, get_preset, preset_line
 from unilab_jax.rundir import claim_log_dir, probe_log_dir
 
 __all__ = ["main", "build_parser"]
@@ -167,6 +168,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --resume: the checkpoint of iteration N instead of the newest (e.g. when "
         "the newest is damaged)",
     )
+    run.add_argument(
+        "--preset",
+        choices=PRESET_CHOICES,
+        default=os.environ.get("UNILAB_JAX_PRESET", "auto"),
+        help="per-task sizes and settings (envs, batch, updates, discount, widths, ...) for the "
+        "task's family (dm_control, locomotion, brax; --list-envs shows each task's): 'auto' "
+        "picks the gpu-sized preset when JAX will run on a GPU or TPU and the cpu-sized one "
+        "otherwise; 'none' keeps the bare defaults shown below (the reference's GPU recipe). "
+        "Options given always win; --config FILE ignores presets (default: auto, or "
+        "$UNILAB_JAX_PRESET when set)",
+    )
     run.add_argument("--quiet", action="store_true", help="no console output (summary JSON only)")
     run.add_argument("--list-envs", action="store_true", help="print the registered tasks and exit")
     loop = parser.add_argument_group("loop (TrainConfig)")
@@ -195,13 +207,15 @@ def _fields(cls) -> set[str]:
 
 _WANDB_OPTIONS = ("wandb_project", "wandb_entity", "wandb_group", "wandb_name")
 _RUN_OPTIONS = {
-    "logger", "log_dir", "quiet", "list_envs", "config", "resume", "resume_step", *_WANDB_OPTIONS,
+    "logger", "log_dir", "quiet", "list_envs", "config", "resume", "resume_step", "preset",
+    *_WANDB_OPTIONS,
 }  # fmt: skip
 
 
-def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
-    """The run's ``TrainConfig`` and algorithm overrides: ``--config FILE``'s settings, then
-    the options given (which win)."""
+def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict, str | None]:
+    """The run's ``TrainConfig``, algorithm overrides and the line saying which preset applied
+    (None: none did): ``--config FILE``'s settings or else the task's preset, then the options
+    given (which win)."""
     values = vars(args)
     saved_train, saved_algo = _read_config_file(args.config) if args.config else ({}, {})
     train_given = {k: values[k] for k in args._train_fields if k in values}
@@ -215,7 +229,17 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict]:
         )
     # The saved algorithm settings belong to the saved algorithm only.
     saved_algo = saved_algo if saved_train.get("algo", config.algo) == config.algo else {}
-    return config, {**saved_algo, **{k: values[k] for k in given}}
+    algo_given = {k: values[k] for k in given}
+    if args.preset not in PRESET_CHOICES:  # from $UNILAB_JAX_PRESET
+        raise ConfigError(
+            f"UNILAB_JAX_PRESET={args.preset!r}: choose one of {', '.join(PRESET_CHOICES)}"
+        )
+    preset = None if args.config else get_preset(config.env, args.preset)
+    if preset is None:
+        return config, {**saved_algo, **algo_given}, None
+    config = TrainConfig(**{**preset.train, **train_given})
+    line = preset_line(preset, config.algo, given=set(train_given) | set(algo_given))
+    return config, {**preset.algo_settings(config.algo), **algo_given}, line
 
 
 def _read_config_file(path: str) -> tuple[dict, dict]:
@@ -238,17 +262,33 @@ def _read_config_file(path: str) -> tuple[dict, dict]:
 
 
 def _env_listing() -> list[str]:
-    """Every env name, and a line for each adapter family whose package is missing."""
+    """Every env name with its preset family, a line for each adapter family whose package is
+    missing, and one for the Playground tasks whose robot files no installed package ships."""
     from unilab_jax.envs import available_names
     from unilab_jax.envs.adapters import ADAPTER_PREFIXES
 
     names = available_names()
+    width = max(map(len, names), default=0) + 2
+    lines = [f"{n:<{width}}preset: {family_of(n) or 'none (bare defaults)'}" for n in names]
     for prefix in ADAPTER_PREFIXES:
         if not any(name.startswith(prefix) for name in names):
-            names.append(
+            lines.append(
                 f"# {prefix}<name>: not installed; pip install -e '.[adapters]' (Playground, Brax)"
             )
-    return names
+    if any(name.startswith("playground/") for name in names):
+        from unilab_jax.envs.adapters.playground import unavailable_playground_names
+
+        missing = sorted(unavailable_playground_names())
+        if missing:
+            lines.append(
+                f"# not available offline (their robot models are not in any installed package; "
+                f"loading one names the files): {', '.join(f'playground/{m}' for m in missing)}"
+            )
+    lines.append(
+        "# presets: python -m unilab_jax.train --env NAME applies NAME's preset at the cpu or "
+        "gpu scale (--preset cpu|gpu|none); options given win"
+    )
+    return lines
 
 
 def _force_host_devices(n: int) -> None:
@@ -400,7 +440,7 @@ def _main(argv: list[str] | None) -> int:
         print("\n".join(_env_listing()))
         return 0
     try:
-        config, algo_overrides = _configs_from_args(args)
+        config, algo_overrides, preset = _configs_from_args(args)
         if config.env not in registered_names() and not config.env.startswith(ADAPTER_PREFIXES):
             raise ConfigError(
                 f"unknown env {config.env!r}; registered tasks: {', '.join(registered_names())}"
@@ -411,6 +451,8 @@ def _main(argv: list[str] | None) -> int:
 
         from unilab_jax.trainer import Trainer, run_config
 
+        if preset and not args.quiet and _first_process(args):
+            print(preset, flush=True)
         # Validates the configuration (once), loads the env and builds the agent; nothing
         # is compiled yet.
         trainer = Trainer(config, algo_overrides)
