@@ -5,19 +5,20 @@ Each measurement is a fresh interpreter (``subprocess``), so imports and JAX's s
 Our child (the task at our CPU preset) times, in order, with ``time.perf_counter``: ``imports``
 (``import unilab_jax.trainer``: jax, flax, optax, MuJoCo and MJX, orbax, rich); ``build``
 (``Trainer(config)``: the env's MJCF and MJX model, the agent, the mesh); ``init``
-(``init_state()``: parameters, env reset, replay, one compiled call); ``step-0 eval`` (the
-deterministic evaluation of the initial policy, its compile included, as Brax runs one before
-training); ``step compile`` (the ``log_interval``-iteration training step); ``first block``
-(running it once); ``eval`` (an evaluation after training began, already compiled). ``launch``
-is the parent's ``Popen`` to the child's first line (interpreter start).
+(``init_state()``: parameters, env reset, replay, one compiled call); ``step compile`` (the
+``log_interval``-iteration training step; as in ``train()``, the evaluator compiles in a
+background thread meanwhile, unless the row says it is compiled at its first call); ``first
+block`` (running it once); ``first eval`` (the first deterministic evaluation: what is left of
+its compile, then the run); ``eval run`` (a second one, compiled). ``launch`` is the parent's
+``Popen`` to the child's first line (interpreter start).
 
 Brax's side is ``bench/peers.py``'s Brax child (Playground's preset, prefill plus one epoch of
 64 iterations, the same number of eval envs, deterministic evaluation): from launch to its
-step-0 evaluation and to its first evaluation after training (which includes compiling its
-training step). Both sides lower Cholesky without LAPACK on CPU (``unilab_jax.cpu_linalg``).
+step-0 evaluation and to its first evaluation after training began (which includes compiling
+its training step). Both sides lower Cholesky without LAPACK on CPU (``unilab_jax.cpu_linalg``).
 
-"cold": no persistent compilation cache; "warm": a third child reusing the cache a second one
-filled (our default cache lives in ``~/.cache/unilab_jax/xla``; here a temporary folder).
+"cold": no persistent compilation cache; "warm": a child reusing the cache another one filled
+(our default cache lives in ``~/.cache/unilab_jax/xla``; here a temporary folder).
 
     python -m bench.startup                       # playground/CartpoleBalance, ours + Brax
     python -m bench.startup --env CartpoleBalance --no-brax --no-record
@@ -63,28 +64,32 @@ def _child_ours(args: argparse.Namespace) -> None:
     mark("build")
     state = jax.block_until_ready(trainer.init_state())
     mark("init")
-    trainer.evaluate_episodes(state, config.eval_envs, config.seed + 1)
-    mark("step-0 eval")
+    if not args.serial:  # as train() does: the evaluator compiles beside the step
+        trainer.precompile_evaluator(state, config.eval_envs)
     step = trainer.step_fn(state, config.log_interval)
     mark("step compile")
     state, metrics = step(state)
     jax.block_until_ready(metrics)
     mark("first block")
+    trainer.evaluate_episodes(state, config.eval_envs, config.seed + 1)
+    mark("first eval")
     trainer.evaluate_episodes(state, config.eval_envs, config.seed + 2)
-    mark("eval")
+    mark("eval run")
     names = list(marks)
     _emit({names[i]: marks[names[i]] - marks[names[i - 1]] for i in range(1, len(names))})
 
 
-PHASES = ["imports", "build", "init", "step-0 eval", "step compile", "first block", "eval"]
+PHASES = ["imports", "build", "init", "step compile", "first block", "first eval", "eval run"]
 
 
-def run_ours(args: argparse.Namespace, cache: str | None) -> dict:
+def run_ours(args: argparse.Namespace, cache: str | None, serial: bool = False) -> dict:
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env["UNILAB_JAX_COMPILATION_CACHE"] = cache or "0"
     command = [sys.executable, "-m", "bench.startup", "--child", "--env", args.env,
                "--algo", args.algo, "--eval-envs", str(args.eval_envs)]  # fmt: skip
+    if serial:
+        command.append("--serial")
     launched = time.perf_counter()
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout,
                           cwd=Path(__file__).resolve().parents[1])  # fmt: skip
@@ -137,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serial", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _child_ours(args)
@@ -145,27 +151,26 @@ def main(argv: list[str] | None = None) -> int:
     from bench.common import machine_info, markdown_table, record_section
 
     info = machine_info()
+    runs = {"ours, cold, eval compiled at its first call": run_ours(args, None, serial=True),
+            "ours, cold (as train() runs)": run_ours(args, None)}  # fmt: skip
     with tempfile.TemporaryDirectory() as cache:
-        cold = run_ours(args, None)
         run_ours(args, cache)  # fills the cache
-        warm = run_ours(args, cache)
+        runs["ours, warm cache"] = run_ours(args, cache)
     rows = []
-    for name, r in (("ours, cold", cold), ("ours, warm cache", warm)):
-        step0 = r["launch"] + sum(r[p] for p in PHASES[:4])
-        first_it = step0 + r["step compile"] + r["first block"]
+    for name, r in runs.items():
+        first_it = r["launch"] + sum(r[p] for p in PHASES[:5])
         rows.append([name, f"{r['launch']:.1f}", *[f"{r[p]:.1f}" for p in PHASES],
-                     f"{step0:.1f}", f"{first_it:.1f}", f"{first_it + r['eval']:.1f}"])  # fmt: skip
+                     f"{first_it:.1f}", f"{first_it + r['first eval']:.1f}"])  # fmt: skip
     brax = None
     if args.brax and args.env.startswith("playground/"):
         brax = run_brax(args)
-        rows.append(["Brax SAC, cold", f"{brax['launch']:.1f}", *[""] * len(PHASES),
-                     f"{brax['to step-0 eval']:.1f}", "",
-                     f"{brax['to first training eval']:.1f} (after "
-                     f"{brax['first training eval env steps']:,} env steps)"])  # fmt: skip
-    headers = ["run", "launch s", *[f"{p} s" for p in PHASES], "to step-0 eval s",
-               "to first iteration s", "to first eval after training s"]  # fmt: skip
+        rows.append(["Brax SAC, cold", f"{brax['launch']:.1f}", *[""] * len(PHASES), "",
+                     f"{brax['to first training eval']:.1f} (its step-0 eval at "
+                     f"{brax['to step-0 eval']:.1f})"])  # fmt: skip
+    headers = ["run", "launch s", *[f"{p} s" for p in PHASES], "to first iteration s",
+               "to first eval after training began s"]  # fmt: skip
     body = markdown_table(headers, rows)
-    print(json.dumps({"ours cold": cold, "ours warm": warm, "brax": brax}, indent=1))
+    print(json.dumps({**runs, "brax": brax}, indent=1))
     print(body)
     if not args.no_record:
         method = " ".join(__doc__.split("\n\n")[1].split())

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -179,6 +180,20 @@ class Trainer:
             self._steps[num_iterations] = jitted.lower(state).compile()
         return self._steps[num_iterations]
 
+    def precompile_evaluator(self, state: TrainState, num_envs: int) -> None:
+        """Start compiling the evaluator of ``num_envs`` envs for ``state``'s layout in a
+        background thread and return at once: the training step compiles and runs meanwhile,
+        and the first evaluation only waits for what is left. ``train`` calls it."""
+        if num_envs in self._evaluators:
+            return
+        fn = make_evaluate(self.env, self.agent.act, num_envs)
+        # Shapes and shardings now: the step donates (deletes) the state's buffers later.
+        agent = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state.agent
+        )
+        key = jax.ShapeDtypeStruct((2,), jax.numpy.uint32)
+        self._evaluators[num_envs] = _Background(lambda: fn.lower(agent, key).compile(), num_envs)
+
     def evaluate(self, state: TrainState, num_envs: int = 64, seed: int = 0) -> float:
         """Mean return of one deterministic episode in each of ``num_envs`` fresh envs."""
         return self.evaluate_episodes(state, num_envs, seed)[0]
@@ -190,8 +205,33 @@ class Trainer:
         fresh envs (compiled once per ``num_envs``)."""
         if num_envs not in self._evaluators:
             self._evaluators[num_envs] = make_evaluate(self.env, self.agent.act, num_envs)
+        if isinstance(self._evaluators[num_envs], _Background):
+            self._evaluators[num_envs] = self._evaluators[num_envs].result()
         mean, _, lengths = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
         return float(mean), float(np.mean(lengths))
+
+
+class _Background:
+    """``fn()`` in a daemon thread (a compile); ``result()`` waits for it and returns its
+    value or raises its error."""
+
+    def __init__(self, fn: Callable[[], Any], num_envs: int) -> None:
+        self._box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                self._box["value"] = fn()
+            except BaseException as err:  # noqa: BLE001 (re-raised by result())
+                self._box["error"] = err
+
+        self._thread = threading.Thread(target=run, name=f"compile-eval-{num_envs}", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box["value"]
 
 
 def train(
@@ -281,6 +321,8 @@ def _train(
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
         sinks = [saver, *sinks]
     state = initial_state if initial_state is not None else trainer.init_state()
+    if config.eval_envs > 0 and int(state.iteration) < config.max_iterations:
+        trainer.precompile_evaluator(state, config.eval_envs)  # beside the step's compile
     run = _run_info(trainer, config, log_dir, int(state.iteration), settings)
     start = time.perf_counter()
     try:
