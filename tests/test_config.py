@@ -33,6 +33,7 @@ def test_defaults_are_the_reference_runner_defaults():
         ({"batch_size": 8191, "num_devices": 2}, "batch_size 8191 is not divisible"),
         ({"num_devices": 4}, "xla_force_host_platform_device_count=4"),
         ({"max_iterations": -1}, "max_iterations must be >= 0"),
+        ({"matmul_precision": "tf32"}, "matmul_precision 'tf32' is not one of highest, high"),
     ],
 )
 def test_bad_sizes_fail_with_the_problem_and_the_fix(changes, message):

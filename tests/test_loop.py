@@ -2,6 +2,7 @@
 learning-start threshold, checkpoints and resumes exactly, names NaN-producing envs."""
 
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -152,6 +153,10 @@ def test_periodic_evaluation_every_interval_and_at_the_end_compiled_once(trainer
     # Compiled once, in the background while the step compiled, for every evaluation (a
     # Compiled never retraces: a call with another layout would raise).
     assert isinstance(trainer._evaluators[4], jax.stages.Compiled)
+    # Full float32 matrix multiplies everywhere the trainer compiles (the default precision).
+    for program in (trainer._evaluators[4], *trainer._steps.values()):
+        precisions = set(re.findall(r"operand_precision=\{([a-z]+),", program.as_text()))
+        assert precisions == {"highest"}, precisions
     assert dataclasses.replace(TINY, eval_interval=0, eval_envs=4).resolved_eval_interval == 0
     assert TrainConfig(max_iterations=1500, log_interval=10).resolved_eval_interval == 150
 

@@ -18,9 +18,18 @@ from dataclasses import dataclass, field
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.errors import ConfigError
 
-__all__ = ["LOGGERS", "ConfigError", "TrainConfig", "field_docs", "with_host_devices"]
+__all__ = [
+    "LOGGERS",
+    "MATMUL_PRECISIONS",
+    "ConfigError",
+    "TrainConfig",
+    "field_docs",
+    "with_host_devices",
+]
 
 LOGGERS = ("tensorboard", "wandb", "none")
+#: ``TrainConfig.matmul_precision`` values (``jax.default_matmul_precision``'s names).
+MATMUL_PRECISIONS = ("highest", "high", "default")
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,10 @@ class TrainConfig:
     heartbeat_timeout: int = 60
     """Seconds after which a silent process of a multi-process run counts as dead and the
     others are stopped (a dead local process is usually noticed at once)."""
+    matmul_precision: str = "highest"
+    """Matrix-multiply precision of everything the trainer compiles (learner, physics,
+    evaluation): "highest" (full float32), "high" or "default" (faster on GPUs and TPUs:
+    TF32 or bfloat16 passes, which peers found can break MJX training); no effect on CPU."""
 
     @property
     def resolved_policy_frequency(self) -> int:
@@ -146,6 +159,11 @@ class TrainConfig:
                 f"learning_starts {self.learning_starts} x num_envs {self.num_envs} rows can never "
                 f"be stored in a buffer of {self.capacity} rows; lower learning_starts to at most "
                 f"replay_buffer_n ({self.replay_buffer_n}), or raise replay_buffer_n"
+            )
+        if self.matmul_precision not in MATMUL_PRECISIONS:
+            raise ConfigError(
+                f"matmul_precision {self.matmul_precision!r} is not one of "
+                f"{', '.join(MATMUL_PRECISIONS)}"
             )
         self._validate_processes()
         devices = f"num_devices {self.num_devices}" + self._over_processes()

@@ -365,7 +365,7 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
 # Settings that only steer the host loop: a resumed run may change them freely.
 _FREE_ON_RESUME = {
     "max_iterations", "log_interval", "save_interval", "eval_envs", "eval_interval", "seed",
-    *LAUNCH_FIELDS,
+    "matmul_precision", *LAUNCH_FIELDS,
 }  # fmt: skip
 
 

@@ -162,9 +162,15 @@ class Trainer:
         self._evaluators: dict[int, Any] = {}
         self.trace_counter = [0]
 
+    def precision(self):
+        """``jax.default_matmul_precision(config.matmul_precision)``: every function the
+        trainer compiles is traced under it (full float32 unless the config opts out)."""
+        return jax.default_matmul_precision(self.config.matmul_precision)
+
     def init_state(self, seed: int | None = None) -> TrainState:
         seed = self.config.seed if seed is None else seed
-        return self.init(jax.random.PRNGKey(seed))
+        with self.precision():
+            return self.init(jax.random.PRNGKey(seed))
 
     def step_fn(self, state: TrainState, num_iterations: int):
         """The compiled step running ``num_iterations`` iterations (compiled once per length)."""
@@ -177,7 +183,8 @@ class Trainer:
                 num_iterations,
                 self.trace_counter,
             )
-            self._steps[num_iterations] = jitted.lower(state).compile()
+            with self.precision():
+                self._steps[num_iterations] = jitted.lower(state).compile()
         return self._steps[num_iterations]
 
     def precompile_evaluator(self, state: TrainState, num_envs: int) -> None:
@@ -192,7 +199,12 @@ class Trainer:
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state.agent
         )
         key = jax.ShapeDtypeStruct((2,), jax.numpy.uint32)
-        self._evaluators[num_envs] = _Background(lambda: fn.lower(agent, key).compile(), num_envs)
+
+        def compile_evaluator():
+            with self.precision():  # a thread of its own: the setting is per thread
+                return fn.lower(agent, key).compile()
+
+        self._evaluators[num_envs] = _Background(compile_evaluator, num_envs)
 
     def evaluate(self, state: TrainState, num_envs: int = 64, seed: int = 0) -> float:
         """Mean return of one deterministic episode in each of ``num_envs`` fresh envs."""
@@ -207,7 +219,8 @@ class Trainer:
             self._evaluators[num_envs] = make_evaluate(self.env, self.agent.act, num_envs)
         if isinstance(self._evaluators[num_envs], _Background):
             self._evaluators[num_envs] = self._evaluators[num_envs].result()
-        mean, _, lengths = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
+        with self.precision():  # a first call traces
+            mean, _, lengths = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
         return float(mean), float(np.mean(lengths))
 
 
