@@ -14,8 +14,9 @@
 
    Every measurement runs in its own subprocess (one per backend, device count and size) with
    a hard timeout, so the parent never hangs and each child starts JAX with its own flags; a
-   timeout is reported as such, not as a number. MJX envs on the CPU use the library's
-   LAPACK-free Cholesky (``unilab_jax/cpu_linalg.py``, installed by every CPU MJX env).
+   timeout is reported as such, not as a number. MJX envs on the CPU lower Cholesky as the
+   library does (``unilab_jax/cpu_linalg.py``: jax's LAPACK kernels on 1 device, the
+   LAPACK-free lowering with 2).
 
 2. The fused training iteration (env step + replay insert + normaliser + updates, all in the
    loop's one jitted step): env steps/s and ms per iteration of ``unilab_jax.trainer.train``
@@ -423,8 +424,9 @@ def main(argv: list[str] | None = None) -> int:
             f"warm-up; actions: {' and '.join(args.actions)} (random: uniform in [-1, 1]). "
             f"2 devices: the same body under `jax.shard_map` over a 1-D `data` mesh of 2 forced "
             f"host devices (`XLA_FLAGS=--xla_force_host_platform_device_count=2`; on this CPU "
-            f"both devices share the same cores). Linear algebra: the library's LAPACK-free "
-            f"Cholesky (`unilab_jax/cpu_linalg.py`, installed by every CPU MJX env). Each "
+            f"both devices share the same cores). Linear algebra as in the library "
+            f"(`unilab_jax/cpu_linalg.py`): LAPACK on 1 device, the LAPACK-free Cholesky on 2. "
+            f"Each "
             f"backend, device count and size runs in its own subprocess with a "
             f"{args.timeout}s timeout.",
         ]

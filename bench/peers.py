@@ -50,9 +50,10 @@ side includes compiling the evaluator); ``train_sec = wall_sec - sum(eval_sec so
 imports (jax, brax + Playground, or unilab_jax + Playground) and JAX backend start-up; not in
 ``wall_sec``. No persistent compilation cache on either side (``UNILAB_JAX_COMPILATION_CACHE=0``,
 ``JAX_COMPILATION_CACHE_DIR`` unset), so every compile is cold. Physics lowering: both
-children install ``unilab_jax.cpu_linalg`` on a CPU backend (LAPACK-free Cholesky: the same
-MJX programs on both sides, and no jaxlib 0.10.2 LAPACK deadlock); ``--brax-lapack`` leaves
-Brax on jax's LAPACK lowering.
+children call ``unilab_jax.cpu_linalg.install_on_cpu()`` (on one CPU device that keeps jax's
+LAPACK kernels; with several it installs the LAPACK-free Cholesky that avoids jaxlib 0.10.2's
+deadlock), so both sides run the same MJX lowering; ``--brax-lapack`` leaves Brax on jax's
+LAPACK lowering in every case.
 
 Summary per (task, algo), over seeds: env steps/s measured over training (env steps between
 the first post-training evaluation and the last, over ``train_sec`` elapsed between them: no

@@ -15,7 +15,7 @@ its compile, then the run); ``eval run`` (a second one, compiled). ``launch`` is
 Brax's side is ``bench/peers.py``'s Brax child (Playground's preset, prefill plus one epoch of
 64 iterations, the same number of eval envs, deterministic evaluation): from launch to its
 step-0 evaluation and to its first evaluation after training began (which includes compiling
-its training step). Both sides lower Cholesky without LAPACK on CPU (``unilab_jax.cpu_linalg``).
+its training step). Both sides lower Cholesky the same way (``unilab_jax.cpu_linalg``).
 
 "cold": no persistent compilation cache; "warm": a child reusing the cache another one filled
 (our default cache lives in ``~/.cache/unilab_jax/xla``; here a temporary folder).

@@ -153,8 +153,8 @@ class Trainer:
         self.agent: Agent = get_algo(config.algo).make_agent(
             self.algo_config, self.obs_dim, self.critic_dim, self.env.action_size, axis_name="data"
         )
-        # jaxlib 0.10.2's batched LAPACK kernels can deadlock on CPU (more likely across
-        # forced host devices); lower Cholesky / triangular solve without LAPACK.
+        # jaxlib 0.10.2's batched LAPACK kernels can deadlock across CPU devices of one
+        # process; with more than one device, lower Cholesky / triangular solve without LAPACK.
         cpu_linalg.install_on_cpu()
         self.mesh = make_mesh(config.num_devices)
         self.init = make_init_fn(config, self.env, self.agent, self.mesh)
