@@ -76,10 +76,17 @@ class Policy:
     def __post_init__(self) -> None:
         self._act = jax.jit(self.agent.act)
 
+    def precision(self):
+        """The run's matmul precision (``TrainConfig.matmul_precision``; full float32 unless
+        the run opted out) as a context: the policy is traced under it, as in training."""
+        train = (self.config or {}).get("train") or {}
+        return jax.default_matmul_precision(train.get("matmul_precision") or "highest")
+
     def act(self, obs: jax.Array) -> jax.Array:
         """Actions ``[N, action_dim]`` in [-1, 1] for raw observations ``[N, obs_dim]``
         (jit-able; the normaliser is applied inside)."""
-        return self._act(self.state, obs)
+        with self.precision():
+            return self._act(self.state, obs)
 
     def __call__(self, obs: Any) -> np.ndarray:
         """``act`` for numpy input and output; a single observation ``[obs_dim]`` works too."""
@@ -318,5 +325,6 @@ def evaluate(
             f"obs {policy.obs_dim} / action {policy.action_dim} (trained on {policy.env})"
         )
     run = make_evaluate(env, policy.agent.act, episodes)
-    _, returns, lengths = run(policy.state, jax.random.PRNGKey(seed))
+    with policy.precision():
+        _, returns, lengths = run(policy.state, jax.random.PRNGKey(seed))
     return EvalResult(np.asarray(returns), np.asarray(lengths))

@@ -30,8 +30,8 @@ Where the numbers come from (every preset names its source in ``Preset.source``)
   320k env steps (997 at 384k), where Brax's SAC needed about 1.03M.
 - ``dm_control/gpu``: FastTD3's code defaults for Playground's DM Control tasks (1024 envs,
   batch 32,768, 2 updates per env step, widths 512/1024, discount 0.97, exploration noise std
-  drawn in [0.001, 0.4] per env, target noise 0.001); SAC gets the same sizes with the FastSAC
-  schedule (batch 8192, 8 updates). Not yet measured on a GPU by this project.
+  drawn in [0.001, 0.4] per env, target noise 0.001); SAC gets the same sizes (FastSAC has no
+  DM Control recipe). Not yet measured on a GPU by this project.
 - ``locomotion/gpu``: the reference's FastSAC / FastTD3 locomotion recipe (the bare defaults)
   with 50,000 iterations, its published run length for G1 walking.
 - ``locomotion/cpu``: 64 envs, batch 512, 4 updates per env step, widths 128/256; at these
@@ -122,7 +122,6 @@ _DMC_GPU_ALGO = {
     "sac": dict(gamma=0.97),
     "td3": dict(gamma=0.97, std_min=0.001, std_max=0.4, policy_noise=0.001),
 }
-_SAC_GPU_SCHEDULE = dict(batch_size=8192, updates_per_step=8)
 
 _PRESETS: dict[tuple[str, str], Preset] = {
     ("dm_control", "cpu"): Preset(
@@ -137,7 +136,7 @@ _PRESETS: dict[tuple[str, str], Preset] = {
         "gpu",
         _DMC_GPU_TRAIN,
         _DMC_GPU_ALGO,
-        "FastTD3's Playground defaults (SAC: FastSAC's batch 8192 x 8 updates)",
+        "FastTD3's code defaults for Playground's DM Control tasks (both algorithms)",
     ),
     ("brax", "cpu"): Preset(
         "brax",
