@@ -169,9 +169,7 @@ def load_policy(path: str | Path, step: int | None = None) -> Policy:
     env = load(train["env"], config_override=train.get("env_overrides"))
     obs_dim, critic_dim = env.obs_size["obs"], env.obs_size["critic"]
     agent = spec.make_agent(algo_config, obs_dim, critic_dim, env.action_size, axis_name=None)
-    like = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
-    like = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), like)
-    state = restore_item(directory, "agent", like, step=step)
+    state = restore_item(directory, "agent", _agent_template(agent), step=step)
     return Policy(
         env=train["env"],
         algo=train["algo"],
@@ -183,6 +181,12 @@ def load_policy(path: str | Path, step: int | None = None) -> Policy:
         agent=agent,
         state=state,
     )
+
+
+def _agent_template(agent: Agent) -> Any:
+    """Zeros shaped like ``agent``'s state (traced, not run), to restore or convert into."""
+    like = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
+    return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), like)
 
 
 def _load_torch_policy(file: Path) -> Policy:
@@ -239,9 +243,7 @@ def _load_torch_policy(file: Path) -> Policy:
     agent = spec.make_agent(algo_config, *dims, axis_name=None)
     # Every leaf of the agent state has a row in the converter's table (what it leaves out is
     # torch-side or constant), so a template of the right shapes is enough: no init to run.
-    like = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
-    like = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), like)
-    state = torch_spec.torch_to_jax(learner, like)
+    state = torch_spec.torch_to_jax(learner, _agent_template(agent))
     config = meta["config"]
     iteration = meta.get("iteration", _model_iteration(file))
     return Policy(

@@ -123,60 +123,66 @@ _DMC_GPU_ALGO = {
     "td3": dict(gamma=0.97, std_min=0.001, std_max=0.4, policy_noise=0.001),
 }
 
+_DMC_CPU = Preset(
+    "dm_control",
+    "cpu",
+    _DMC_CPU_TRAIN,
+    _DMC_CPU_ALGO,
+    "Playground's Brax SAC sizes, widths 256, discount 0.97 (measured on a 2-core CPU)",
+)
+_DMC_GPU = Preset(
+    "dm_control",
+    "gpu",
+    _DMC_GPU_TRAIN,
+    _DMC_GPU_ALGO,
+    "FastTD3's code defaults for Playground's DM Control tasks (both algorithms)",
+)
+
+
+def _with_brax_discount(preset: Preset) -> Preset:
+    """``preset``'s sizes with Brax's own discount, 0.99, for the ``brax`` family."""
+    return Preset(
+        "brax",
+        preset.scale,
+        preset.train,
+        {k: dict(v, gamma=0.99) for k, v in preset.algo.items()},
+        f"the {preset.name} sizes with Brax's discount 0.99",
+    )
+
+
 _PRESETS: dict[tuple[str, str], Preset] = {
-    ("dm_control", "cpu"): Preset(
-        "dm_control",
-        "cpu",
-        _DMC_CPU_TRAIN,
-        _DMC_CPU_ALGO,
-        "Playground's Brax SAC sizes, widths 256, discount 0.97 (measured on a 2-core CPU)",
-    ),
-    ("dm_control", "gpu"): Preset(
-        "dm_control",
-        "gpu",
-        _DMC_GPU_TRAIN,
-        _DMC_GPU_ALGO,
-        "FastTD3's code defaults for Playground's DM Control tasks (both algorithms)",
-    ),
-    ("brax", "cpu"): Preset(
-        "brax",
-        "cpu",
-        _DMC_CPU_TRAIN,
-        {k: dict(v, gamma=0.99) for k, v in _DMC_CPU_ALGO.items()},
-        "the dm_control/cpu sizes with Brax's discount 0.99",
-    ),
-    ("brax", "gpu"): Preset(
-        "brax",
-        "gpu",
-        _DMC_GPU_TRAIN,
-        {k: dict(v, gamma=0.99) for k, v in _DMC_GPU_ALGO.items()},
-        "the dm_control/gpu sizes with Brax's discount 0.99",
-    ),
-    ("locomotion", "cpu"): Preset(
-        "locomotion",
-        "cpu",
-        dict(
-            num_envs=64,
-            replay_buffer_n=1024,
-            batch_size=512,
-            updates_per_step=4,
-            max_iterations=5000,
-            log_interval=50,
-            save_interval=1000,
+    (p.family, p.scale): p
+    for p in (
+        _DMC_CPU,
+        _DMC_GPU,
+        _with_brax_discount(_DMC_CPU),
+        _with_brax_discount(_DMC_GPU),
+        Preset(
+            "locomotion",
+            "cpu",
+            dict(
+                num_envs=64,
+                replay_buffer_n=1024,
+                batch_size=512,
+                updates_per_step=4,
+                max_iterations=5000,
+                log_interval=50,
+                save_interval=1000,
+            ),
+            {
+                "sac": dict(actor_hidden_dim=128, critic_hidden_dim=256),
+                "td3": dict(actor_hidden_dim=128, critic_hidden_dim=256),
+            },
+            "64 envs, batch 512, widths 128/256: learns to stand on Go1 on a 2-core CPU",
         ),
-        {
-            "sac": dict(actor_hidden_dim=128, critic_hidden_dim=256),
-            "td3": dict(actor_hidden_dim=128, critic_hidden_dim=256),
-        },
-        "64 envs, batch 512, widths 128/256: learns to stand on Go1 on a 2-core CPU",
-    ),
-    ("locomotion", "gpu"): Preset(
-        "locomotion",
-        "gpu",
-        dict(max_iterations=50000, log_interval=50, save_interval=2000),
-        {},
-        "the reference's FastSAC/FastTD3 locomotion recipe (the bare defaults), 50k iterations",
-    ),
+        Preset(
+            "locomotion",
+            "gpu",
+            dict(max_iterations=50000, log_interval=50, save_interval=2000),
+            {},
+            "the reference's FastSAC/FastTD3 locomotion recipe (the bare defaults), 50k iterations",
+        ),
+    )
 }
 FAMILIES = tuple(sorted({family for family, _ in _PRESETS}))
 
