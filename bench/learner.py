@@ -11,7 +11,16 @@ Polyak target every update. This script runs that block, built by the loop's own
 * ms per learner iteration and learner iterations/s (median of ``--repeats`` calls after one
   warm-up call, agent state threaded through and donated as in the loop);
 * gradient updates/s = critic updates/s = ``updates_per_step`` x iterations/s;
-* the time of the gather alone (jitted ``replay_sample`` of the same rows).
+* the time of the gather alone (jitted ``replay_sample`` of the same rows);
+* the FLOPs of one learner iteration and the rate achieved, against a large square float32
+  matmul (``--matmul-size``, default 4096) and a matmul of the widest layer's shape (batch x
+  critic width x critic width), each timed right after that row's block in the same run.
+
+FLOPs: XLA's cost analysis counts a ``scan`` body once, so the block's own count is one
+update's. The script instead compiles ``update_critic``, ``update_actor`` and
+``update_target`` one by one (the same functions the block scans, on one batch, under the
+same ``shard_map``) and counts an iteration as ``updates x (critic + target) + ceil(updates /
+pf) x actor``. The gather does no arithmetic.
 
 Defaults are the reference's: batch 8192, 8 updates per iteration, SAC with policy_frequency 4
 and ``SACConfig`` defaults (actor 512, critic 768, 101 atoms), TD3 with policy_frequency 2 and
@@ -85,6 +94,7 @@ def measure(
     buffer_envs: int,
     buffer_slots: int,
     repeats: int,
+    matmul_size: int = 4096,
 ) -> dict:
     """Compile and time the update block for one algorithm and one set of sizes."""
     name, obs, critic, act = TASK_DIMS[task]
@@ -152,10 +162,15 @@ def measure(
     leaves = jax.tree.leaves(holder["metrics"])
     finite = all(bool(jnp.all(jnp.isfinite(v))) for v in leaves)
 
+    flops = iteration_flops(agent, agent_state, replay, batch_size, updates, mesh, config)
+    sec = timing["median"]
+    width = algo_config.critic_hidden_dim
+    square = matmul_rate(matmul_size, matmul_size, matmul_size, repeats)
+    layer = matmul_rate(batch_size, width, width, max(repeats, 5))
+
     gather = jax.jit(lambda r, k: replay_sample(r, k, batch_size * updates))
     gather_timing = time_repeated(lambda: gather(replay, key), repeats=max(repeats, 5), warmup=1)
 
-    sec = timing["median"]
     return {
         "algo": algo,
         "task": name,
@@ -172,7 +187,41 @@ def measure(
         "gather_ms": 1e3 * gather_timing["median"],
         "spread": (timing["max"] - timing["min"]) / sec,
         "finite": finite,
+        "gflop": flops / 1e9,
+        "gflops": flops / sec / 1e9,
+        "matmul_gflops": square,
+        "layer_gflops": layer,
+        "layer_shape": f"{batch_size}x{width}x{width}",
     }
+
+
+def iteration_flops(agent, agent_state, replay, batch_size, updates, mesh, config) -> float:
+    """XLA's FLOP count of one learner iteration, from its three updates compiled apart."""
+    batch = jax.jit(lambda r, k: replay_sample(r, k, batch_size))(replay, jax.random.PRNGKey(3))
+    key = jax.random.PRNGKey(4)
+
+    def count(fn, *args) -> float:
+        specs = tuple(P() for _ in args)
+        sharded = jax.shard_map(fn, mesh=mesh, in_specs=specs, out_specs=P(), check_vma=False)
+        cost = jax.jit(sharded).lower(*args).compile().cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        return float(cost["flops"])
+
+    critic = count(agent.update_critic, agent_state, batch, key)
+    actor = count(agent.update_actor, agent_state, batch, key)
+    target = count(agent.update_target, agent_state)
+    actor_updates = -(-updates // config.resolved_policy_frequency)
+    return updates * (critic + target) + actor_updates * actor
+
+
+def matmul_rate(m: int, k: int, n: int, repeats: int) -> float:
+    """GFLOP/s of a jitted float32 ``[m, k] @ [k, n]`` (median of ``repeats`` calls)."""
+    ka, kb = jax.random.split(jax.random.PRNGKey(5))
+    a = jax.random.normal(ka, (m, k), jnp.float32)
+    b = jax.random.normal(kb, (k, n), jnp.float32)
+    fn = jax.jit(jnp.matmul)
+    timing = time_repeated(lambda: fn(a, b), repeats=repeats, warmup=1)
+    return 2 * m * k * n / timing["median"] / 1e9
 
 
 HEADERS = [
@@ -187,6 +236,10 @@ HEADERS = [
     "learner it/s",
     "grad updates/s",
     "gather ms",
+    "GFLOP / iteration",
+    "GFLOP/s",
+    "% of square matmul",
+    "% of layer-shaped matmul",
 ]
 
 
@@ -203,6 +256,11 @@ def row(r: dict) -> list:
         f"{r['iters_per_s']:.3g}",
         f"{r['updates_per_s']:.3g}",
         f"{r['gather_ms']:.1f}",
+        f"{r['gflop']:.1f}",
+        f"{r['gflops']:.0f}",
+        f"{100 * r['gflops'] / r['matmul_gflops']:.0f}% of {r['matmul_gflops']:.0f}",
+        f"{100 * r['gflops'] / r['layer_gflops']:.0f}% of {r['layer_gflops']:.0f} "
+        f"({r['layer_shape']})",
     ]
 
 
@@ -220,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=128,
         help="replay ring: slots per env (the gather draws from envs x slots rows)",
+    )
+    parser.add_argument(
+        "--matmul-size",
+        type=int,
+        default=4096,
+        help="side of the square float32 matmul the learner's FLOP/s is compared with",
     )
     add_common_args(parser, repeats=3)
     args = parser.parse_args(argv)
@@ -240,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.buffer_envs,
                 args.buffer_slots,
                 args.repeats,
+                args.matmul_size,
             )
             results.append(r)
             print("    " + " | ".join(str(c) for c in row(r)), flush=True)
@@ -256,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         f"transitions; median of {args.repeats} calls after one warm-up call; "
         f"grad updates/s counts critic updates (the actor updates every pf-th). Compile time is "
         f"cold (no persistent cache). Gather: the `replay_sample` of the same rows alone.",
+        f"FLOPs per iteration: XLA's cost analysis of `update_critic`, `update_actor` and "
+        f"`update_target` compiled one by one, as updates x (critic + target) + "
+        f"ceil(updates / pf) x actor (the block's own count would see the scan body once). "
+        f"Rates against a float32 {args.matmul_size}x{args.matmul_size} matmul and a matmul "
+        f"of the widest layer's shape (batch x critic width x critic width), each timed "
+        f"(median) right after that row's block, in this run.",
     ]
     spread = max(r["spread"] for r in results)
     if spread > 0.1:

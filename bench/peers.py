@@ -15,11 +15,15 @@ Each (task, algo, seed) runs in its own subprocess with a hard timeout (``--time
   4 calls under jax 0.10; the returns are bit-identical either way). Neither touches
   training; only the Brax child installs them.
 * ``sac`` / ``td3``: ``unilab_jax.trainer.train`` on ``playground/<task>`` (our adapter, the
-  same Playground task on MJX ``impl="jax"``) with our algorithm defaults, and the run shape
-  of Brax's preset: 128 envs, batch 512, 8 updates per iteration, discount 0.99, widths 256
-  (ours: layers 256/128/64; Brax: 256/256), replay ``min(max_replay_size, env steps)`` rows,
-  learning starts after Brax's prefill (``min_replay_size / num_envs`` iterations). The value
-  support follows the discount (the adapter declares the DM Control reward bounds).
+  same Playground task on MJX ``impl="jax"``) with our preset for the task
+  (``--our-preset cpu``, the default: ``dm_control/cpu`` of ``unilab_jax.presets``, 128 envs,
+  batch 512, 8 updates per iteration, discount 0.97, widths 256, replay 524,288 rows), which
+  has Brax's envs, so both sides evaluate after the same iterations; learning starts after
+  Brax's prefill (``min_replay_size / num_envs`` iterations). ``--our-preset none`` runs our
+  bare algorithm defaults in Brax's run shape instead (discount 0.99, replay ``min(max_replay_size,
+  env steps)`` rows, widths ``--hidden-dim``, 256 by default). The value support follows the
+  discount (the adapter declares the DM Control reward bounds). Each child reports the
+  settings it ran with (the run record's ``our_config``).
 
 Env construction is identical apart from the wrappers (Playground's ``EpisodeWrapper`` and
 auto-reset to the cached first state vs ours: time limit, auto-reset with fresh resets, to
@@ -97,7 +101,14 @@ FRACTIONS = (0.5, 0.8, 0.95)
 _ROW_TAG = "PEERS_ROW "
 _DONE_TAG = "PEERS_DONE "
 #: Parent options that change what a child measures; kept with every run record.
-_OPTIONS = ("eval_envs", "hidden_dim", "brax_stochastic_eval", "brax_lapack", "brax_raw_unpmap")
+_OPTIONS = (
+    "eval_envs",
+    "our_preset",
+    "hidden_dim",
+    "brax_stochastic_eval",
+    "brax_lapack",
+    "brax_raw_unpmap",
+)
 COLOURS = {"brax_sac": "tab:gray", "sac": "tab:blue", "td3": "tab:orange"}
 
 
@@ -290,29 +301,44 @@ class _EvalAt:
 
 
 def _child_ours(args: argparse.Namespace, plan: dict) -> None:
-    from unilab_jax.config import TrainConfig
+    from unilab_jax.presets import preset_configs
     from unilab_jax.trainer import Trainer, train
 
     preset = plan["preset"]
-    config = TrainConfig(
-        env=f"playground/{args.task}",
-        algo=args.algo,
+    # The run's shape and evaluation points are the plan's (Brax's iterations); the rest is
+    # our preset for the task (``--our-preset``), or Brax's discount and ``--hidden-dim``
+    # widths on our bare algorithm defaults with ``--our-preset none``.
+    shape = dict(
         num_envs=plan["num_envs"],
-        replay_buffer_n=-(-plan["max_replay_size"] // plan["num_envs"]),
-        batch_size=preset["batch_size"],
         learning_starts=plan["prefill_iterations"],
-        updates_per_step=preset["grad_updates_per_step"],
         max_iterations=plan["iterations"],
         log_interval=plan["log_interval"],
         save_interval=0,
         eval_envs=0,  # our own sink evaluates, at Brax's iterations (step 0 included)
         seed=args.seed,
     )
-    algo_config = {
-        "gamma": preset["discounting"],
-        "actor_hidden_dim": args.hidden_dim,
-        "critic_hidden_dim": args.hidden_dim,
-    }
+    if args.our_preset == "none":
+        shape.update(
+            replay_buffer_n=-(-plan["max_replay_size"] // plan["num_envs"]),
+            batch_size=preset["batch_size"],
+            updates_per_step=preset["grad_updates_per_step"],
+        )
+        algo_overrides = {"gamma": preset["discounting"]}
+    else:
+        algo_overrides = {}
+    if args.hidden_dim is not None:
+        algo_overrides.update(actor_hidden_dim=args.hidden_dim, critic_hidden_dim=args.hidden_dim)
+    elif args.our_preset == "none":
+        algo_overrides.update(actor_hidden_dim=256, critic_hidden_dim=256)
+    config, algo_config = preset_configs(
+        f"playground/{args.task}", args.algo, args.our_preset, shape, algo_overrides
+    )
+    if args.our_preset != "none" and config.num_envs != plan["num_envs"]:
+        raise SystemExit(f"our preset's num_envs {config.num_envs} is not Brax's")
+    _emit(_ROW_TAG, {"config": {"batch_size": config.batch_size,
+                                "updates_per_step": config.updates_per_step,
+                                "replay_rows": config.replay_buffer_n * config.num_envs,
+                                **algo_config}})  # fmt: skip
     evals: list[float] = []
 
     def emit(env_steps, mean, seconds, phase):
@@ -359,8 +385,10 @@ def run_child(args: argparse.Namespace, plan: dict, algo: str, seed: int) -> tup
     cmd = [
         sys.executable, "-m", "bench.peers", "--child", "--task", plan["task"],
         "--algo", algo, "--seed", str(seed), "--eval-envs", str(args.eval_envs),
-        "--hidden-dim", str(args.hidden_dim), "--plan", json.dumps(plan),
+        "--our-preset", args.our_preset, "--plan", json.dumps(plan),
     ]  # fmt: skip
+    if args.hidden_dim is not None:
+        cmd += ["--hidden-dim", str(args.hidden_dim)]
     if args.brax_stochastic_eval:
         cmd.append("--brax-stochastic-eval")
     if args.brax_lapack:
@@ -372,7 +400,7 @@ def run_child(args: argparse.Namespace, plan: dict, algo: str, seed: int) -> tup
           flush=True)  # fmt: skip
     rows: list[dict] = []
     tail: list[str] = []
-    meta = {"t0": None, "done": False}
+    meta = {"t0": None, "done": False, "config": None}
     spawned = time.time()
     proc = subprocess.Popen(
         cmd, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -385,6 +413,9 @@ def run_child(args: argparse.Namespace, plan: dict, algo: str, seed: int) -> tup
                 payload = json.loads(line[len(_ROW_TAG) :])
                 if "t0" in payload:
                     meta["t0"] = payload["t0"]
+                    continue
+                if "config" in payload:
+                    meta["config"] = payload["config"]
                     continue
                 row = {"task": plan["task"], "algo": algo, "seed": seed, **payload}
                 rows.append(row)
@@ -413,7 +444,7 @@ def run_child(args: argparse.Namespace, plan: dict, algo: str, seed: int) -> tup
         "task": plan["task"], "algo": algo, "seed": seed, "status": status,
         "startup_sec": None if meta["t0"] is None else meta["t0"] - spawned,
         "total_sec": total, "plan": {k: v for k, v in plan.items() if k != "preset"},
-        "options": {k: getattr(args, k) for k in _OPTIONS},
+        "options": {k: getattr(args, k) for k in _OPTIONS}, "our_config": meta["config"],
     }  # fmt: skip
     return run, rows
 
@@ -534,6 +565,18 @@ def plot(rows: list[dict], targets: dict[str, float], out: Path) -> None:
     plt.close(fig)
 
 
+def _our_settings(runs: list[dict]) -> str:
+    """What our side ran with, per algorithm, from the children's own reports."""
+    parts = []
+    for algo in ALGOS[1:]:
+        config = next((r.get("our_config") for r in runs if r["algo"] == algo
+                       and r.get("our_config")), None)  # fmt: skip
+        if config:
+            shown = ", ".join(f"{k} {v}" for k, v in config.items())
+            parts.append(f"{algo}: {shown}")
+    return "; ".join(parts) or "settings not reported"
+
+
 # ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -548,7 +591,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="our block length in iterations; must divide Brax's prefill (64 "
                         "iterations); Brax's epoch is rounded up to a multiple of it")  # fmt: skip
     parser.add_argument("--eval-envs", type=int, default=128)
-    parser.add_argument("--hidden-dim", type=int, default=256, help="our actor/critic width")
+    parser.add_argument(
+        "--our-preset",
+        choices=("cpu", "gpu", "none"),
+        default="cpu",
+        help="our side's settings: our preset for the task at this scale (default cpu), or "
+        "none: our bare algorithm defaults with Brax's batch, updates, replay and discount",
+    )
+    parser.add_argument("--hidden-dim", type=int, default=None,
+                        help="our actor/critic width (default: the preset's; 256 with "
+                        "--our-preset none)")  # fmt: skip
     parser.add_argument(
         "--brax-stochastic-eval",
         action="store_true",
@@ -623,15 +675,22 @@ def main(argv: list[str] | None = None) -> int:
             "Peers: Brax SAC (Playground preset) vs our SAC / TD3",
             body + f"\n\n![peers curves]({rel})",
             notes=[
-                "- Env steps per task: " + ", ".join(f"{t} {n:,}" for t, n in budget) + ".",
+                "- Env steps per task: "
+                + ", ".join(f"{t} {n:,}" for t, n in budget)
+                + (
+                    " (Playground's own budgets: "
+                    + ", ".join(f"{t} {brax_preset(t)['num_timesteps']:,}" for t, _ in budget)
+                    + ")"
+                    if any(n < brax_preset(t)["num_timesteps"] for t, n in budget)
+                    else ""
+                )
+                + f"; seeds {sorted({r['seed'] for r in runs})}.",
                 "- Each (task, algo, seed) in its own subprocess. Brax: `sac.train` with "
                 "`brax_sac_config(task)` (num_resets_per_eval dropped), Playground's "
                 "`wrap_for_brax_training`, deterministic evaluation unless "
                 f"`brax_stochastic_eval` (options: {options}). Ours: "
-                "`unilab_jax.trainer.train` on `playground/<task>`, our algorithm defaults "
-                f"with 128 envs, batch 512, 8 updates/iteration, gamma 0.99, width "
-                f"{options['hidden_dim']}, "
-                "learning after Brax's 8192-step prefill.",
+                "`unilab_jax.trainer.train` on `playground/<task>` with 128 envs and learning "
+                "after Brax's 8192-step prefill; " + _our_settings(runs) + ".",
                 f"- Evaluation on both sides after the same iterations (step 0 included): the "
                 f"deterministic policy, one full episode in each of {options['eval_envs']} fresh "
                 "envs. Wall-clock from just before the env is built in the child, compile and "
