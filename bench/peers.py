@@ -549,7 +549,8 @@ def plot(rows: list[dict], targets: dict[str, float], out: Path) -> None:
                     c = curves[k]
                     ax.plot([p[key] for p in c], [p["eval_return"] for p in c], marker=".",
                             color=COLOURS[algo], alpha=0.8, lw=1.2,
-                            label=f"{algo} ({len(keys)} seeds)" if n == 0 else None)  # fmt: skip
+                            label=f"{algo} ({len(keys)} seed{'s' * (len(keys) > 1)})"
+                            if n == 0 else None)  # fmt: skip
             if task in targets:
                 for frac in FRACTIONS:
                     ax.axhline(frac * targets[task], color="k", lw=0.6, ls=":", alpha=0.6)
