@@ -333,8 +333,6 @@ def _child_ours(args: argparse.Namespace, plan: dict) -> None:
     config, algo_config = preset_configs(
         f"playground/{args.task}", args.algo, args.our_preset, shape, algo_overrides
     )
-    if args.our_preset != "none" and config.num_envs != plan["num_envs"]:
-        raise SystemExit(f"our preset's num_envs {config.num_envs} is not Brax's")
     _emit(_ROW_TAG, {"config": {"batch_size": config.batch_size,
                                 "updates_per_step": config.updates_per_step,
                                 "replay_rows": config.replay_buffer_n * config.num_envs,
@@ -566,6 +564,22 @@ def plot(rows: list[dict], targets: dict[str, float], out: Path) -> None:
     plt.close(fig)
 
 
+def _check_our_preset(parser: argparse.ArgumentParser, plans: list[dict], scale: str) -> None:
+    """Before any child starts: our preset must have Brax's env count (the two sides evaluate
+    after the same iterations)."""
+    from unilab_jax.presets import get_preset
+
+    for plan in plans:
+        preset = get_preset(f"playground/{plan['task']}", scale)
+        envs = (preset.train if preset else {}).get("num_envs")
+        if envs != plan["num_envs"]:
+            parser.error(
+                f"--our-preset {scale}: {plan['task']}'s preset has {envs} envs, Brax's "
+                f"{plan['num_envs']}; both sides must evaluate after the same iterations, "
+                "so use --our-preset cpu (Brax's sizes) or none"
+            )
+
+
 def _our_settings(runs: list[dict]) -> str:
     """What our side ran with, per algorithm, from the children's own reports."""
     parts = []
@@ -652,8 +666,10 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s]
         tasks = [t for t in args.tasks.split(",") if t]
         runs, rows = [], []
-        for task in tasks:
-            plan = make_plan(task, args.env_steps, args.log_interval)
+        plans = [make_plan(task, args.env_steps, args.log_interval) for task in tasks]
+        if args.our_preset != "none" and set(algos) - {"brax_sac"}:
+            _check_our_preset(parser, plans, args.our_preset)
+        for plan in plans:
             for seed in seeds:
                 for algo in algos:
                     run, run_rows = run_child(args, plan, algo, seed)
