@@ -1,7 +1,11 @@
 """What every torch-path test must leave behind: no live child process, no `/dev/shm` entry.
 
-`/dev/shm` is shared with anything else running on the machine, so an entry counts as leaked
-only if no other live process holds it open or mapped.
+`/dev/shm` is shared with anything else running on the machine (the other pytest-xdist worker
+too), so an entry counts as leaked only if no other live process holds it open or mapped.
+
+Entries are matched to their holders by inode, not by name: glibc's `sem_open` builds a
+semaphore under a temporary name, maps it, then renames it, so its creator's `/proc/PID/maps`
+shows `/dev/shm/sem.XXXXXX (deleted)`, never the `sem.mp-...` name that `/dev/shm` lists.
 """
 
 from __future__ import annotations
@@ -9,40 +13,50 @@ from __future__ import annotations
 import os
 import time
 
+SHM = "/dev/shm"
+
 
 def shm_entries() -> set[str]:
-    return set(os.listdir("/dev/shm"))
+    return set(os.listdir(SHM))
 
 
-def _held_by(pid: str) -> set[str]:
-    """/dev/shm names a process has open or mapped."""
+def _held_by(pid: str) -> set[int]:
+    """Inodes of the /dev/shm files a process has open or mapped."""
     held = set()
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if target.startswith("/dev/shm/"):
-                held.add(target.split()[0][len("/dev/shm/") :])
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(f"{SHM}/"):
+                    held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+            except OSError:  # closed meanwhile
+                pass
         with open(f"/proc/{pid}/maps") as maps:
             for line in maps:
-                if "/dev/shm/" in line:
-                    held.add(line.split("/dev/shm/", 1)[1].split()[0])
+                fields = line.split(maxsplit=5)  # address perms offset dev inode path
+                if len(fields) == 6 and fields[5].startswith(f"{SHM}/"):
+                    held.add(int(fields[4]))
     except OSError:  # the process ended or is not ours
         pass
     return held
 
 
-def leaked(new: set[str]) -> set[str]:
-    """Entries of `new` that nobody but this process holds: ours, or orphaned.
+def _inode(name: str) -> int | None:
+    try:
+        return os.stat(f"{SHM}/{name}").st_ino
+    except OSError:  # removed meanwhile
+        return None
 
-    `/dev/shm` is shared with other test runs on this machine; an entry that another live
-    process holds open belongs to that process, not to this test.
-    """
+
+def leaked(new: set[str]) -> set[str]:
+    """Entries of `new` that still exist and that nobody but this process holds: ours, or
+    orphaned."""
     foreign = set()
     own = str(os.getpid())
     for pid in os.listdir("/proc"):
         if pid.isdigit() and pid != own:
             foreign |= _held_by(pid)
-    return {name for name in new if name not in foreign}
+    inodes = {name: _inode(name) for name in new}
+    return {name for name, ino in inodes.items() if ino is not None and ino not in foreign}
 
 
 def wait_no_leak(before: set[str], timeout: float = 3.0) -> set[str]:
