@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from unilab_jax import cpu_linalg, distributed
 from unilab_jax.algos.agent import Agent
@@ -31,7 +32,14 @@ from unilab_jax.checkpoint import CheckpointWriter
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.envs import Env, load
 from unilab_jax.interrupts import StopSignals, run_stopped, signal_name
-from unilab_jax.loop import TrainState, make_evaluate, make_init_fn, make_mesh, make_train_step
+from unilab_jax.loop import (
+    TrainState,
+    make_evaluate,
+    make_init_fn,
+    make_mesh,
+    make_train_step,
+    state_specs,
+)
 from unilab_jax.rundir import claim_log_dir
 from unilab_jax.sinks import (
     CallbackSink,
@@ -159,6 +167,8 @@ class Trainer:
         self.mesh = make_mesh(config.num_devices)
         self.init = make_init_fn(config, self.env, self.agent, self.mesh)
         self._steps: dict[int, Any] = {}
+        #: Seconds each step length took to compile (in the background or not).
+        self.step_compile_seconds: dict[int, float] = {}
         self._evaluators: dict[int, Any] = {}
         self.trace_counter = [0]
 
@@ -172,20 +182,59 @@ class Trainer:
         with self.precision():
             return self.init(jax.random.PRNGKey(seed))
 
+    def state_shapes(self) -> TrainState:
+        """The ``TrainState`` that ``init_state`` returns, as ``jax.ShapeDtypeStruct`` leaves with
+        its shardings: what compiling the step needs, without running (or compiling) init."""
+        with self.precision():
+            shapes = jax.eval_shape(self.init, jax.random.PRNGKey(0))
+
+        replicated = NamedSharding(self.mesh, PartitionSpec())
+
+        def shard(spec: PartitionSpec, subtree: Any) -> Any:
+            sharding = NamedSharding(self.mesh, spec)
+            # JAX hands an empty array (MJX's unused fields, e.g. `act [envs, 0]`) out of
+            # `shard_map` replicated, whatever its spec: what init returns, the step must take.
+            return jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(
+                    x.shape, x.dtype, sharding=replicated if x.size == 0 else sharding
+                ),
+                subtree,
+            )
+
+        return jax.tree.map(
+            shard, state_specs(), shapes, is_leaf=lambda x: isinstance(x, PartitionSpec)
+        )
+
+    def _compile_step(self, state: Any, num_iterations: int) -> Any:
+        jitted = make_train_step(
+            self.config, self.env, self.agent, self.mesh, num_iterations, self.trace_counter
+        )
+        with self.precision():  # per thread: set it in the thread that traces
+            return jitted.lower(state).compile()
+
+    def precompile_step(self, num_iterations: int) -> None:
+        """Start compiling the ``num_iterations`` step in a background thread and return at once,
+        before any state exists (from ``state_shapes``): ``init_state`` (its own compile, the env
+        reset) and the evaluator's compile run meanwhile, and ``step_fn`` waits for what is
+        left. ``train`` calls it first."""
+        if num_iterations not in self._steps:
+            shapes = self.state_shapes()
+            self._steps[num_iterations] = _Background(
+                lambda: self._compile_step(shapes, num_iterations), f"compile-step-{num_iterations}"
+            )
+
     def step_fn(self, state: TrainState, num_iterations: int):
         """The compiled step running ``num_iterations`` iterations (compiled once per length)."""
-        if num_iterations not in self._steps:
-            jitted = make_train_step(
-                self.config,
-                self.env,
-                self.agent,
-                self.mesh,
-                num_iterations,
-                self.trace_counter,
-            )
-            with self.precision():
-                self._steps[num_iterations] = jitted.lower(state).compile()
-        return self._steps[num_iterations]
+        step = self._steps.get(num_iterations)
+        if step is None:
+            start = time.perf_counter()
+            step = self._compile_step(state, num_iterations)
+            self.step_compile_seconds[num_iterations] = time.perf_counter() - start
+        elif isinstance(step, _Background):
+            background, step = step, step.result()
+            self.step_compile_seconds[num_iterations] = background.seconds
+        self._steps[num_iterations] = step
+        return step
 
     def precompile_evaluator(self, state: TrainState, num_envs: int) -> None:
         """Start compiling the evaluator of ``num_envs`` envs for ``state``'s layout in a
@@ -204,7 +253,7 @@ class Trainer:
             with self.precision():  # a thread of its own: the setting is per thread
                 return fn.lower(agent, key).compile()
 
-        self._evaluators[num_envs] = _Background(compile_evaluator, num_envs)
+        self._evaluators[num_envs] = _Background(compile_evaluator, f"compile-eval-{num_envs}")
 
     def evaluate(self, state: TrainState, num_envs: int = 64, seed: int = 0) -> float:
         """Mean return of one deterministic episode in each of ``num_envs`` fresh envs."""
@@ -226,18 +275,21 @@ class Trainer:
 
 class _Background:
     """``fn()`` in a daemon thread (a compile); ``result()`` waits for it and returns its
-    value or raises its error."""
+    value or raises its error; ``seconds`` is how long ``fn`` itself took."""
 
-    def __init__(self, fn: Callable[[], Any], num_envs: int) -> None:
+    def __init__(self, fn: Callable[[], Any], name: str) -> None:
         self._box: dict[str, Any] = {}
+        self.seconds = 0.0
 
         def run() -> None:
+            start = time.perf_counter()
             try:
                 self._box["value"] = fn()
             except BaseException as err:  # noqa: BLE001 (re-raised by result())
                 self._box["error"] = err
+            self.seconds = time.perf_counter() - start
 
-        self._thread = threading.Thread(target=run, name=f"compile-eval-{num_envs}", daemon=True)
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
         self._thread.start()
 
     def result(self) -> Any:
@@ -333,6 +385,9 @@ def _train(
     if checkpointer is not None:
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
         sinks = [saver, *sinks]
+    if initial_state is None and config.max_iterations > 0:
+        # The first block's step compiles in the background while init compiles and runs.
+        trainer.precompile_step(min(config.log_interval, config.max_iterations))
     state = initial_state if initial_state is not None else trainer.init_state()
     if config.eval_envs > 0 and int(state.iteration) < config.max_iterations:
         trainer.precompile_evaluator(state, config.eval_envs)  # beside the step's compile
@@ -437,10 +492,17 @@ def _compile(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, st
     done = int(state.iteration)
     if done >= config.max_iterations:
         return 0.0
+    num_iterations = min(config.log_interval, config.max_iterations - done)
+    compiled = num_iterations in trainer.step_compile_seconds  # a reused trainer: nothing to do
     start = time.perf_counter()
-    stop.wait(trainer.step_fn, state, min(config.log_interval, config.max_iterations - done))
-    compile_time = time.perf_counter() - start
-    _status(sinks, f"Compiled in {compile_time:.1f}s")
+    stop.wait(trainer.step_fn, state, num_iterations)
+    waited = time.perf_counter() - start
+    compile_time = waited if compiled else trainer.step_compile_seconds[num_iterations]
+    if compile_time > waited + 0.05:  # compiled in the background beside init
+        _status(sinks, f"Compiled in {compile_time:.1f}s ({compile_time - waited:.1f}s of it "
+                "while init ran)")  # fmt: skip
+    else:
+        _status(sinks, f"Compiled in {compile_time:.1f}s")
     return compile_time
 
 
