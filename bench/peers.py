@@ -45,7 +45,8 @@ Clocks, the same on both sides. ``wall_sec`` of a row: ``time.perf_counter()`` w
 evaluation's result is back (Brax: inside ``progress_fn``; ours: in a sink after the
 evaluation) minus ``t0``, taken in the child just before the env is built (Brax:
 ``registry.load`` then ``sac.train``; ours: ``Trainer(...)``, which loads the env, then
-``init_state``, the step-0 evaluation and ``train``). So it includes env construction,
+``init_state``, the step-0 evaluation and ``train``, the training step compiling in the
+background from before ``init_state``, as ``train`` does). So it includes env construction,
 network init, every compile (training step, prefill, evaluation) and every evaluation so far,
 this row's included. ``eval_sec``: that evaluation's own time (Brax: its
 ``eval/epoch_eval_time``; ours: measured around ``evaluate_episodes``; the first one on each
@@ -350,6 +351,9 @@ def _child_ours(args: argparse.Namespace, plan: dict) -> None:
     t0 = time.perf_counter()
     _emit(_ROW_TAG, {"t0": time.time()})
     trainer = Trainer(config, algo_config)
+    # As train() does for a fresh run: the first block's step compiles beside init (and here
+    # beside the step-0 evaluation too).
+    trainer.precompile_step(min(config.log_interval, config.max_iterations))
     state = trainer.init_state()
     start = time.perf_counter()
     mean, _ = trainer.evaluate_episodes(state, args.eval_envs, args.seed + 1)

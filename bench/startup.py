@@ -6,11 +6,15 @@ Our child (the task at our CPU preset) times, in order, with ``time.perf_counter
 (``import unilab_jax.trainer``: jax, flax, optax, MuJoCo and MJX, orbax, rich); ``build``
 (``Trainer(config)``: the env's MJCF and MJX model, the agent, the mesh); ``init``
 (``init_state()``: parameters, env reset, replay, one compiled call); ``step compile`` (the
-``log_interval``-iteration training step; as in ``train()``, the evaluator compiles in a
-background thread meanwhile, unless the row says it is compiled at its first call); ``first
-block`` (running it once); ``first eval`` (the first deterministic evaluation: what is left of
-its compile, then the run); ``eval run`` (a second one, compiled). ``launch`` is the parent's
-``Popen`` to the child's first line (interpreter start).
+``log_interval``-iteration training step: what is left of its compile); ``first block``
+(running it once); ``first eval`` (the first deterministic evaluation: what is left of its
+compile, then the run); ``eval run`` (a second one, compiled). ``launch`` is the parent's
+``Popen`` to the child's first line (interpreter start). Three orders, one row each: as
+``train()`` runs (the step compiles in a background thread from ``Trainer.state_shapes()``
+while init compiles and runs, then the evaluator compiles beside what is left of it); the
+step compiled after init with the evaluator beside it (what ``train()`` did before it
+compiled the step beside init); and everything in turn (the evaluator compiled at its first
+call).
 
 Brax's side is ``bench/peers.py``'s Brax child (Playground's preset, prefill plus one epoch of
 64 iterations, the same number of eval envs, deterministic evaluation): from launch to its
@@ -62,9 +66,11 @@ def _child_ours(args: argparse.Namespace) -> None:
     config, algo = preset_configs(args.env, args.algo, "cpu", train={"eval_envs": args.eval_envs})
     trainer = Trainer(config, algo)
     mark("build")
+    if args.order == "train":  # as train() does: the step compiles beside init
+        trainer.precompile_step(config.log_interval)
     state = jax.block_until_ready(trainer.init_state())
     mark("init")
-    if not args.serial:  # as train() does: the evaluator compiles beside the step
+    if args.order != "serial":  # the evaluator compiles beside (what is left of) the step
         trainer.precompile_evaluator(state, config.eval_envs)
     step = trainer.step_fn(state, config.log_interval)
     mark("step compile")
@@ -80,16 +86,15 @@ def _child_ours(args: argparse.Namespace) -> None:
 
 
 PHASES = ["imports", "build", "init", "step compile", "first block", "first eval", "eval run"]
+ORDERS = ("train", "after", "serial")
 
 
-def run_ours(args: argparse.Namespace, cache: str | None, serial: bool = False) -> dict:
+def run_ours(args: argparse.Namespace, cache: str | None, order: str = "train") -> dict:
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     env["UNILAB_JAX_COMPILATION_CACHE"] = cache or "0"
-    command = [sys.executable, "-m", "bench.startup", "--child", "--env", args.env,
-               "--algo", args.algo, "--eval-envs", str(args.eval_envs)]  # fmt: skip
-    if serial:
-        command.append("--serial")
+    command = [sys.executable, "-m", "bench.startup", "--child", "--env", args.env, "--algo",
+               args.algo, "--eval-envs", str(args.eval_envs), "--order", order]  # fmt: skip
     launched = time.perf_counter()
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout,
                           cwd=Path(__file__).resolve().parents[1])  # fmt: skip
@@ -115,8 +120,9 @@ def run_brax(args: argparse.Namespace) -> dict:
                 eval_iterations=[0, prefill + epoch])  # fmt: skip
     plan["max_replay_size"] = plan["num_timesteps"]
     plan["preset"]["num_evals"] = 2
+    # Every option of bench.peers that its child command reads (our side's are unused here).
     options = argparse.Namespace(eval_envs=args.eval_envs, hidden_dim=256, timeout=args.timeout,
-                                 brax_stochastic_eval=False, brax_lapack=False,
+                                 our_preset="cpu", brax_stochastic_eval=False, brax_lapack=False,
                                  brax_raw_unpmap=False)  # fmt: skip
     run, rows = peers.run_child(options, plan, "brax_sac", 0)
     if run["status"] != "ok" or len(rows) < 2:
@@ -142,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serial", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--order", default="train", choices=ORDERS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         _child_ours(args)
@@ -151,8 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     from bench.common import machine_info, markdown_table, record_section
 
     info = machine_info()
-    runs = {"ours, cold, eval compiled at its first call": run_ours(args, None, serial=True),
-            "ours, cold (as train() runs)": run_ours(args, None)}  # fmt: skip
+    runs = {"ours, cold, everything in turn (eval compiled at its first call)":
+                run_ours(args, None, "serial"),
+            "ours, cold, step after init, eval beside the step": run_ours(args, None, "after"),
+            "ours, cold (as train() runs: step beside init, then eval beside the step)":
+                run_ours(args, None)}  # fmt: skip
     with tempfile.TemporaryDirectory() as cache:
         run_ours(args, cache)  # fills the cache
         runs["ours, warm cache"] = run_ours(args, cache)
