@@ -130,6 +130,21 @@ def test_a_second_sigint_stops_at_once_without_waiting_for_the_block(tmp_path):
     assert run.output.rfind(SHOW) > run.output.rfind(HIDE) >= 0
 
 
+def test_sigint_during_start_up_exits_130_with_nothing_saved(tmp_path):
+    log_dir = tmp_path / "run"
+    run = PtyRun(*TINY, "--save-interval", "0", "--log-dir", str(log_dir))
+    # run_config.json is written just before the step starts compiling in the background and
+    # init runs: the signal lands before training begins. (With a cold compile still running
+    # there, the interpreter's teardown used to crash, SIGSEGV or abort: the CLI now leaves
+    # without one. The suite's compilation cache makes that compile too short to catch here.)
+    run.wait_for(lambda: (log_dir / "run_config.json").exists(), 180, "the run's start")
+    run.proc.send_signal(signal.SIGINT)
+    assert run.finish(timeout=60) == 130, run.text[-2000:]
+    assert "SIGINT before training began; nothing to save" in run.text
+    assert not _checkpoints(log_dir)
+    assert not (log_dir / "run_summary.json").exists()
+
+
 def test_missing_resume_path_and_file_log_dir_fail_at_once_creating_nothing(tmp_path):
     start = time.perf_counter()
     missing = tmp_path / "nowhere"

@@ -360,9 +360,11 @@ def lost_process(err: BaseException) -> ProcessLostError:
 
 
 def hard_exit(code: int) -> None:
-    """End a multi-process CLI run that failed without jax.distributed's shutdown barrier
-    (it would wait ``heartbeat_timeout`` s for peers that will not come); the closed
-    connections let the other processes notice at once."""
+    """End the CLI process now, output flushed, without the interpreter's teardown: a
+    multi-process run that failed (jax.distributed's shutdown barrier would wait
+    ``heartbeat_timeout`` s for peers that will not come; the closed connections let the other
+    processes notice at once), or a run stopped before training began while a compile still
+    runs in a background thread."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

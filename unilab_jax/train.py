@@ -397,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ImmediateStop) as stop:  # before training began: nothing to save
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"\n{signal_name(signum)} before training began; nothing to save", file=sys.stderr)
-        code = 128 + signum
+        # A compile may still run in a background thread (the step's, the evaluator's): the
+        # interpreter's teardown under it crashes (SIGSEGV / abort), so leave without one.
+        hard_exit(128 + signum)
     except BaseException as err:
         if not is_multiprocess():
             raise
