@@ -330,7 +330,9 @@ def train(
     SIGINT/SIGTERM stop the run after its current block with a final checkpoint and raise
     ``TrainingInterrupted`` / ``TrainingTerminated`` (``unilab_jax.interrupts``). ``quiet``
     silences the console (tests). ``trainer`` reuses already compiled functions;
-    ``initial_state`` continues from a given state.
+    ``initial_state`` continues from a given state. A fresh run (no ``initial_state``) compiles
+    its first block's step in a background thread while init compiles and runs
+    (``Trainer.precompile_step``), and the evaluator beside what is left of it.
 
     ``checkpointer`` replaces the orbax writer (with or without ``log_dir``): its
     ``save(iteration, state)`` is called when ``iteration`` reaches a multiple of
