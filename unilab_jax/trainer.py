@@ -389,7 +389,7 @@ def _train(
         sinks = [saver, *sinks]
     if initial_state is None and config.max_iterations > 0:
         # The first block's step compiles in the background while init compiles and runs.
-        trainer.precompile_step(min(config.log_interval, config.max_iterations))
+        trainer.precompile_step(_block_length(config, 0))
     state = initial_state if initial_state is not None else trainer.init_state()
     if config.eval_envs > 0 and int(state.iteration) < config.max_iterations:
         trainer.precompile_evaluator(state, config.eval_envs)  # beside the step's compile
@@ -494,7 +494,7 @@ def _compile(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, st
     done = int(state.iteration)
     if done >= config.max_iterations:
         return 0.0
-    num_iterations = min(config.log_interval, config.max_iterations - done)
+    num_iterations = _block_length(config, done)
     compiled = num_iterations in trainer.step_compile_seconds  # a reused trainer: nothing to do
     start = time.perf_counter()
     stop.wait(trainer.step_fn, state, num_iterations)
@@ -506,6 +506,11 @@ def _compile(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, st
     else:
         _status(sinks, f"Compiled in {compile_time:.1f}s")
     return compile_time
+
+
+def _block_length(config: TrainConfig, done: int) -> int:
+    """Iterations in the block that starts after ``done``: ``log_interval``, or what is left."""
+    return min(config.log_interval, config.max_iterations - done)
 
 
 def _status(sinks, text: str) -> None:
@@ -525,7 +530,7 @@ def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks,
             stop.requested = _collective(distributed.agree_stop, stop.requested)
         if done >= config.max_iterations or stop.requested is not None:
             break
-        n = min(config.log_interval, config.max_iterations - done)
+        n = _block_length(config, done)
         step = stop.wait(trainer.step_fn, state, n)
         t0 = time.perf_counter()
         if several:

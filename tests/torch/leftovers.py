@@ -4,8 +4,9 @@
 too), so an entry counts as leaked only if no other live process holds it open or mapped.
 
 Entries are matched to their holders by inode, not by name: glibc's `sem_open` builds a
-semaphore under a temporary name, maps it, then renames it, so its creator's `/proc/PID/maps`
-shows `/dev/shm/sem.XXXXXX (deleted)`, never the `sem.mp-...` name that `/dev/shm` lists.
+semaphore under a temporary name, maps it, then links it to its own name, so its creator's
+`/proc/PID/maps` shows that temporary name (e.g. `/dev/shm/sem.pdO4ck (deleted)`), never the
+`sem.mp-...` name that `/dev/shm` lists.
 """
 
 from __future__ import annotations
