@@ -5,9 +5,10 @@ Defaults follow UniLab's reference ``OffPolicyRunner``:
 learner iteration. ``policy_frequency`` defaults per algorithm (SAC 4, TD3 2, from
 ``unilab_jax.algos.registry``), as in the reference configs.
 
-``TrainConfig`` holds no physics backend: the core always trains on MJX. (The facade's
-``sim_backend`` picks which trainer runs, and ``unilab_jax.envs.make``'s picks the physics
-behind the numpy-facing ``VecEnv``.)
+``TrainConfig.physics`` picks what the core collects with: MJX inside the fused device step
+(the default), or C MuJoCo on CPU threads feeding the same replay and update block
+(``unilab_jax.collect``). It is not the facade's ``sim_backend``, which picks which trainer
+runs (``"mujoco"`` there is the torch path).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from unilab_jax.algos.registry import get_algo
 from unilab_jax.errors import ConfigError
 
 __all__ = [
+    "COLLECTIONS",
     "LOGGERS",
     "MATMUL_PRECISIONS",
+    "PHYSICS",
     "ConfigError",
     "TrainConfig",
     "field_docs",
@@ -28,6 +31,10 @@ __all__ = [
 ]
 
 LOGGERS = ("tensorboard", "wandb", "none")
+#: ``TrainConfig.physics`` values.
+PHYSICS = ("mjx", "mujoco")
+#: ``TrainConfig.collection`` values (C MuJoCo physics).
+COLLECTIONS = ("sync", "overlap")
 #: ``TrainConfig.matmul_precision`` values (``jax.default_matmul_precision``'s names).
 MATMUL_PRECISIONS = ("highest", "high", "default")
 
@@ -91,6 +98,18 @@ class TrainConfig:
     """Matrix-multiply precision of everything the trainer compiles (learner, physics,
     evaluation): "highest" (full float32), "high" or "default" (faster on GPUs and TPUs:
     TF32 or bfloat16 passes, which peers found can break MJX training); no effect on CPU."""
+    physics: str = "mjx"
+    """What the envs are stepped with: "mjx" (MJX inside the fused device step; any JAX
+    device, and the only choice for playground/ and brax/ envs) or "mujoco" (C MuJoCo on CPU
+    threads, the same task code; chunks of transitions move into the device replay; much
+    faster for robots on a CPU)."""
+    collection: str = "sync"
+    """With "mujoco" physics: "sync" (collect env_steps_per_sync steps, then update;
+    deterministic, MJX's schedule) or "overlap" (the next chunk is collected while the learner
+    updates, with an actor one iteration old; needs a CPU device apart from the learner's,
+    which the CLI provides on a CPU)."""
+    physics_threads: int | None = None
+    """C MuJoCo threads with "mujoco" physics; None: the CPU cores this process may use."""
 
     @property
     def resolved_policy_frequency(self) -> int:
@@ -165,6 +184,7 @@ class TrainConfig:
                 f"matmul_precision {self.matmul_precision!r} is not one of "
                 f"{', '.join(MATMUL_PRECISIONS)}"
             )
+        self._validate_physics()
         self._validate_processes()
         devices = f"num_devices {self.num_devices}" + self._over_processes()
         if self.num_envs % self.num_devices:
@@ -182,6 +202,40 @@ class TrainConfig:
                 f"num_devices {self.num_devices} but JAX sees only {available_devices} device(s); "
                 "on a CPU, set XLA_FLAGS=--xla_force_host_platform_device_count="
                 f"{self.num_devices} before starting Python"
+            )
+
+    def _validate_physics(self) -> None:
+        """``physics`` / ``collection`` / ``physics_threads``: known values, a registered task
+        for C MuJoCo, and the combinations that exist."""
+        if self.physics not in PHYSICS:
+            raise ConfigError(f"physics {self.physics!r} is not one of {', '.join(PHYSICS)}")
+        if self.collection not in COLLECTIONS:
+            raise ConfigError(
+                f"collection {self.collection!r} is not one of {', '.join(COLLECTIONS)}"
+            )
+        threads = self.physics_threads
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads <= 0):  # fmt: skip
+            raise ConfigError(f"physics_threads must be a positive integer, got {threads!r}")
+        if self.physics == "mjx":
+            if self.collection != "sync":
+                raise ConfigError(
+                    f"collection {self.collection!r} needs physics 'mujoco' (MJX collects inside "
+                    "the fused device step); add --physics mujoco or drop --collection"
+                )
+            return
+        if self.env.startswith(("playground/", "brax/")):
+            raise ConfigError(
+                f"{self.env} is a JAX environment and runs on MJX only (physics 'mjx'); C MuJoCo "
+                "(physics 'mujoco') steps the registered tasks (python -m unilab_jax.train "
+                "--list-envs)"
+            )
+        from unilab_jax.distributed import planned_processes
+
+        if planned_processes(self) > 1:
+            raise ConfigError(
+                "physics 'mujoco' runs in one process (its devices may be several: "
+                "--num-devices); use physics 'mjx' for a multi-process run"
             )
 
     def _over_processes(self) -> str:

@@ -4,8 +4,12 @@ Each message names the setting, the value and the fix. ``ConfigError`` is a ``Va
 so the facade's documented ``ValueError`` contract holds for it too.
 """
 
-__all__ = ["ConfigError"]
+__all__ = ["ConfigError", "EnvNaNError"]
 
 
 class ConfigError(ValueError):
     """A training configuration that cannot work; the message names the problem and the fix."""
+
+
+class EnvNaNError(FloatingPointError):
+    """An environment produced a non-finite observation or reward (training stops)."""

@@ -40,7 +40,10 @@ from unilab_jax.replay import ReplayState, init_replay, replay_insert, replay_sa
 
 __all__ = [
     "DATA_AXIS",
+    "LearnerState",
     "TrainState",
+    "learner_specs",
+    "make_chunk_step",
     "make_evaluate",
     "make_init_fn",
     "make_mesh",
@@ -260,6 +263,83 @@ def _make_update_block(config: TrainConfig, agent: Agent, example: TrainState):
     return update_block, skip_block
 
 
+def _learn(agent, agent_state, replay, obs, critic, key, slots_needed, update_block, skip_block):
+    """What follows collection in an iteration: the normaliser statistics from the freshly
+    collected observations ``obs`` / ``critic`` (``[S, N_local, d]``), then the update block
+    once the replay holds ``slots_needed`` slots. Returns the agent state and the learner's
+    metrics (``learner``, ``learning``, ``buffer_rows``; replicated)."""
+    flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731  [S, N, d] -> [S*N, d]
+    with jax.named_scope("normalizers"):
+        agent_state = agent.update_normalizers(agent_state, flat(obs), flat(critic))
+    # Same on every device (all insert in lockstep), so the branch is uniform.
+    ready = replay.filled >= slots_needed
+    agent_state, learner_metrics = jax.lax.cond(
+        ready, update_block, skip_block, agent_state, replay, key
+    )
+    rows = jax.lax.psum(replay.filled * replay.data.rewards.shape[0], DATA_AXIS)
+    return agent_state, {"learner": learner_metrics, "learning": ready, "buffer_rows": rows}
+
+
+@flax.struct.dataclass
+class LearnerState:
+    """The learner's part of a ``TrainState``: what a step fed by host-collected chunks
+    (``make_chunk_step``) carries between iterations. The env side lives with the collector."""
+
+    agent: Any
+    replay: ReplayState
+    key: jax.Array
+    iteration: jax.Array
+
+
+def learner_specs() -> LearnerState:
+    """Partition specs of ``LearnerState`` (as in ``state_specs``)."""
+    specs = state_specs()
+    return LearnerState(
+        agent=specs.agent, replay=specs.replay, key=specs.key, iteration=_REPLICATED
+    )
+
+
+def make_chunk_step(
+    config: TrainConfig, agent: Agent, mesh: Mesh, trace_counter: list[int] | None = None
+) -> Callable[[LearnerState, Transition], tuple[LearnerState, dict]]:
+    """``step(learner, chunk) -> (learner, metrics)``: one learner iteration fed by a chunk
+    collected outside the device step (C MuJoCo on CPU threads, ``unilab_jax.collect``).
+
+    ``chunk`` is a ``Transition`` of ``[env_steps_per_sync, num_envs, ...]`` rows (sharded over
+    envs like the replay); the step inserts it, updates the normalisers from its observations
+    and runs the same update block as ``make_train_step``. ``learner`` is donated; ``metrics``
+    are the learner's (``learner``, ``learning``, ``buffer_rows``), replicated.
+    """
+    slots_needed = -(-config.train_start_rows // config.num_envs)
+
+    def run(ls: LearnerState, chunk: Transition):
+        if trace_counter is not None:
+            trace_counter[0] += 1
+        key, k_update = jax.random.split(ls.key)
+        with jax.named_scope("replay_insert"):
+            replay, _ = jax.lax.scan(lambda r, row: (replay_insert(r, row), None), ls.replay, chunk)
+        example = TrainState(
+            agent=ls.agent, explore=(), env=None, prev_done=None, episode_return=None,
+            episode_length=None, replay=replay, key=key, iteration=ls.iteration,
+        )  # fmt: skip
+        update_block, skip_block = _make_update_block(config, agent, example)
+        agent_state, metrics = _learn(
+            agent, ls.agent, replay, chunk.obs, chunk.critic, k_update, slots_needed,
+            update_block, skip_block,
+        )  # fmt: skip
+        return LearnerState(agent_state, replay, key, ls.iteration + 1), metrics
+
+    chunk_spec = P(None, DATA_AXIS)
+    sharded = jax.shard_map(
+        run,
+        mesh=mesh,
+        in_specs=(learner_specs(), chunk_spec),
+        out_specs=(learner_specs(), _REPLICATED),
+        check_vma=False,
+    )
+    return jax.jit(sharded, donate_argnums=0)
+
+
 def make_train_step(
     config: TrainConfig,
     env: Env,
@@ -281,22 +361,12 @@ def make_train_step(
         k_collect = jax.random.fold_in(k_collect, jax.lax.axis_index(DATA_AXIS))
         carry, stats = _collect(config, env, agent, ts, k_collect)
         env_state, explore, prev_done, ep_ret, ep_len, replay = carry
-
-        flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731  [S, N, d] -> [S*N, d]
-        with jax.named_scope("normalizers"):
-            agent_state = agent.update_normalizers(
-                ts.agent, flat(stats["obs"]), flat(stats["critic"])
-            )
-
-        # Same on every device (all insert in lockstep), so the branch is uniform.
-        ready = replay.filled >= slots_needed
-        agent_state, learner_metrics = jax.lax.cond(
-            ready, update_block, skip_block, agent_state, replay, k_update
-        )
+        agent_state, learned = _learn(
+            agent, ts.agent, replay, stats["obs"], stats["critic"], k_update, slots_needed,
+            update_block, skip_block,
+        )  # fmt: skip
         metrics = _reduce_collect_stats(stats)
-        metrics["learner"] = learner_metrics
-        metrics["learning"] = ready
-        metrics["buffer_rows"] = jax.lax.psum(replay.filled * ep_ret.shape[0], DATA_AXIS)
+        metrics.update(learned)
         ts = TrainState(
             agent=agent_state,
             explore=explore,

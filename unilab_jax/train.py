@@ -365,7 +365,7 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
 # Settings that only steer the host loop: a resumed run may change them freely.
 _FREE_ON_RESUME = {
     "max_iterations", "log_interval", "save_interval", "eval_envs", "eval_interval", "seed",
-    "matmul_precision", *LAUNCH_FIELDS,
+    "matmul_precision", "collection", "physics_threads", *LAUNCH_FIELDS,
 }  # fmt: skip
 
 
@@ -449,7 +449,9 @@ def _main(argv: list[str] | None) -> int:
                 f"; adapters: {', '.join(ADAPTER_PREFIXES)}<name> (--list-envs)"
             )
         # Before JAX creates its CPU client; in a multi-process run, this process's share.
-        _force_host_devices(local_device_count(config))
+        # C MuJoCo's overlapped collection runs its JAX code on a CPU device of its own.
+        overlap = config.physics == "mujoco" and config.collection == "overlap"
+        _force_host_devices(local_device_count(config) + int(overlap))
 
         from unilab_jax.trainer import Trainer, run_config
 

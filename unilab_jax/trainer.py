@@ -1,9 +1,11 @@
 """The host side of training: build, compile once, run the fused step, report, checkpoint.
 
 ``Trainer`` builds the env, the agent (from ``unilab_jax.algos.registry``), the mesh and the
-compiled step for one ``TrainConfig``. ``train`` runs it: the host touches the device once per
-``log_interval`` iterations, turns that block's reduced metrics into a record and hands the
-record to its sinks (``unilab_jax.sinks``: checkpoints, the console panel with
+compiled step for one ``TrainConfig``: the fused MJX step (``loop``), or with
+``physics="mujoco"`` C MuJoCo collection feeding a chunk step (``collect``); either way a block
+step ``state -> (state, metrics)`` of the same layout. ``train`` runs it: the host touches the
+device once per ``log_interval`` iterations, turns that block's reduced metrics into a record
+and hands the record to its sinks (``unilab_jax.sinks``: checkpoints, the console panel with
 TensorBoard/wandb, a user callback). The host loop itself prints and writes nothing.
 """
 
@@ -29,8 +31,10 @@ from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.c51 import value_support
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.checkpoint import CheckpointWriter
+from unilab_jax.collect import MujocoCollection
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.envs import Env, load
+from unilab_jax.errors import EnvNaNError
 from unilab_jax.interrupts import StopSignals, run_stopped, signal_name
 from unilab_jax.loop import (
     TrainState,
@@ -65,10 +69,6 @@ __all__ = [
     "train",
     "use_compilation_cache",
 ]
-
-
-class EnvNaNError(FloatingPointError):
-    """An environment produced a non-finite observation or reward."""
 
 
 RUN_CONFIG_FILE = "run_config.json"
@@ -165,12 +165,23 @@ class Trainer:
         # process; with more than one device, lower Cholesky / triangular solve without LAPACK.
         cpu_linalg.install_on_cpu()
         self.mesh = make_mesh(config.num_devices)
+        self.trace_counter = [0]
+        #: C MuJoCo collection (``physics="mujoco"``), else None (the fused MJX step).
+        self.collection: MujocoCollection | None = None
+        if config.physics == "mujoco":
+            self.collection = MujocoCollection(
+                config, self.env, self.agent, self.mesh, self.trace_counter
+            )
         self.init = make_init_fn(config, self.env, self.agent, self.mesh)
         self._steps: dict[int, Any] = {}
         #: Seconds each step length took to compile (in the background or not).
         self.step_compile_seconds: dict[int, float] = {}
         self._evaluators: dict[int, Any] = {}
-        self.trace_counter = [0]
+
+    def close(self) -> None:
+        """Release what the trainer holds outside JAX (the C MuJoCo threads); idempotent."""
+        if self.collection is not None:
+            self.collection.close()
 
     def precision(self):
         """``jax.default_matmul_precision(config.matmul_precision)``: every function the
@@ -180,6 +191,8 @@ class Trainer:
     def init_state(self, seed: int | None = None) -> TrainState:
         seed = self.config.seed if seed is None else seed
         with self.precision():
+            if self.collection is not None:
+                return self.collection.init_state(seed)
             return self.init(jax.random.PRNGKey(seed))
 
     def state_shapes(self) -> TrainState:
@@ -206,6 +219,9 @@ class Trainer:
         )
 
     def _compile_step(self, state: Any, num_iterations: int) -> Any:
+        if self.collection is not None:  # one chunk step serves every block length
+            self.collection.compile(self.precision)
+            return self.collection.block_step(num_iterations, self.precision)
         jitted = make_train_step(
             self.config, self.env, self.agent, self.mesh, num_iterations, self.trace_counter
         )
@@ -218,7 +234,7 @@ class Trainer:
         reset) and the evaluator's compile run meanwhile, and ``step_fn`` waits for what is
         left. ``train`` calls it first."""
         if num_iterations not in self._steps:
-            shapes = self.state_shapes()
+            shapes = self.state_shapes() if self.collection is None else None
             self._steps[num_iterations] = _Background(
                 lambda: self._compile_step(shapes, num_iterations), f"compile-step-{num_iterations}"
             )
@@ -240,7 +256,7 @@ class Trainer:
         """Start compiling the evaluator of ``num_envs`` envs for ``state``'s layout in a
         background thread and return at once: the training step compiles and runs meanwhile,
         and the first evaluation only waits for what is left. ``train`` calls it."""
-        if num_envs in self._evaluators:
+        if num_envs in self._evaluators or self.collection is not None:
             return
         fn = make_evaluate(self.env, self.agent.act, num_envs)
         # Shapes and shardings now: the step donates (deletes) the state's buffers later.
@@ -263,7 +279,9 @@ class Trainer:
         self, state: TrainState, num_envs: int = 64, seed: int = 0
     ) -> tuple[float, float]:
         """``(mean return, mean length)`` of one deterministic episode in each of ``num_envs``
-        fresh envs (compiled once per ``num_envs``)."""
+        fresh envs (compiled once per ``num_envs``; on C MuJoCo with ``physics="mujoco"``)."""
+        if self.collection is not None:
+            return self.collection.evaluate_episodes(state.agent, num_envs, seed)
         if num_envs not in self._evaluators:
             self._evaluators[num_envs] = make_evaluate(self.env, self.agent.act, num_envs)
         if isinstance(self._evaluators[num_envs], _Background):
@@ -647,6 +665,19 @@ def _record(metrics: dict, iteration: int, rows_per_iter: int, sec_per_iter: flo
         "learner": learner,
         "components": {k: float(np.mean(v)) for k, v in metrics["components"].items()},
         "sec_per_iter": sec_per_iter,
+        **_collection_fields(metrics),
+    }
+
+
+def _collection_fields(metrics: dict) -> dict:
+    """C MuJoCo collection's own fields: the largest policy lag of the block (iterations the
+    acting actor was behind the learner's; 0 with the sync schedule) and the collector's
+    seconds per iteration."""
+    if "policy_lag" not in metrics:
+        return {}
+    return {
+        "policy_lag": int(np.max(metrics["policy_lag"])),
+        "collect_sec_per_iter": float(np.mean(metrics["collect_sec"])),
     }
 
 

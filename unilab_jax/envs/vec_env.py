@@ -397,8 +397,11 @@ class MujocoVecEnv(VecEnv):
         seed: int = 0,
         *,
         nthread: int | None = None,
+        device: jax.Device | None = None,
     ) -> None:
-        self._cpu = jax.devices("cpu")[0]
+        # ``device``: the CPU device the task's JAX code runs on (default: the first); a
+        # collector that overlaps with a learner on another CPU device passes its own.
+        self._cpu = jax.devices("cpu")[0] if device is None else device
         trace = trace_task(task, self._cpu)
         super().__init__(
             task, name, num_envs, seed, {k: v.shape[-1] for k, v in trace.state.obs.items()}
@@ -496,6 +499,54 @@ class MujocoVecEnv(VecEnv):
             info={"log": self._reward_log(host.metrics), "episode_step": self._step_count.copy()},
         )
 
+    def snapshot(self) -> dict[str, Any]:
+        """Everything that decides the batch's future, as numpy arrays with leading ``[N]``:
+        the C MuJoCo integration state (``mjSTATE_INTEGRATION``: qpos, qvel, act, time, solver
+        warm start) as the bits of its float64 words (``uint32 [N, 2 * nstate]``, so it fits a
+        JAX array without x64 and restores bit-exactly), the current observation groups, task
+        state, per-env keys and step counters. :meth:`restore` continues exactly from it."""
+        if self.state is None:
+            raise RuntimeError(f"{self!r}: no state yet (call init_state first)")
+        words = np.ascontiguousarray(self.batch.state, dtype=np.float64).view(np.uint32)
+        return {
+            "physics": words.copy(),
+            "obs": {k: np.array(v) for k, v in self.state.obs.items()},
+            "task_state": jax.tree.map(np.asarray, jax.device_get(self._task_state)),
+            "key": np.asarray(jax.device_get(self._keys)),
+            "step_count": self._step_count.copy(),
+        }
+
+    def restore(self, snapshot: Mapping[str, Any]) -> VecEnvState:
+        """Continue from a :meth:`snapshot` (of a batch of the same task and size)."""
+        self._ensure_open()
+        words = np.ascontiguousarray(np.asarray(snapshot["physics"], np.uint32))
+        physics = words.view(np.float64)
+        if physics.shape != self.batch.state.shape:
+            raise ValueError(
+                f"{self.name}: snapshot physics state {physics.shape} does not fit this batch "
+                f"{self.batch.state.shape} (another task or num_envs)"
+            )
+        self.batch.state[:] = physics
+        with jax.default_device(self._cpu):
+            self._task_state = jax.device_put(snapshot["task_state"], self._cpu)
+            self._keys = jax.device_put(np.asarray(snapshot["key"]), self._cpu)
+        self._step_count = np.asarray(snapshot["step_count"], np.int32).copy()
+        obs = {k: np.array(v, np.float32) for k, v in snapshot["obs"].items()}
+        self.state = _writable(
+            VecEnvState(
+                obs=obs,
+                reward=np.zeros(self.num_envs, np.float32),
+                terminated=np.zeros(self.num_envs, bool),
+                truncated=np.zeros(self.num_envs, bool),
+                final_observation={k: v.copy() for k, v in obs.items()},
+                info={
+                    "log": {k: 0.0 for k in self.reward_keys},
+                    "episode_step": self._step_count.copy(),
+                },
+            )
+        )
+        return self.state
+
     def _release(self) -> None:
         self.physics.close()
         self._task_state = self._keys = None
@@ -509,6 +560,7 @@ def make(
     seed: int = 0,
     *,
     nthread: int | None = None,
+    device: jax.Device | None = None,
 ) -> VecEnv:
     """Build the numpy-facing vectorised env ``env_name`` with ``num_envs`` copies.
 
@@ -522,6 +574,8 @@ def make(
         seed: seeds the episodes and the staggered step counters of :meth:`VecEnv.init_state`.
         nthread: C MuJoCo threads (default: the CPU cores this process may use); ``"mjx"``
             ignores it (MJX runs on the JAX device), so callers need not know the backend.
+        device: ``"mujoco"`` only: the CPU device the task's JAX code runs on (default: the
+            first CPU device).
     """
     is_adapter = env_name.startswith(ADAPTER_PREFIXES)
     if is_adapter and sim_backend != "mjx":
@@ -537,5 +591,5 @@ def make(
             return MjxVecEnv(adapter, env_name, num_envs, seed, env=adapter)
         return MjxVecEnv(task, env_name, num_envs, seed)
     if sim_backend == "mujoco":
-        return MujocoVecEnv(task, env_name, num_envs, seed, nthread=nthread)
+        return MujocoVecEnv(task, env_name, num_envs, seed, nthread=nthread, device=device)
     raise ValueError(f"Unknown sim_backend {sim_backend!r}; expected one of {VEC_SIM_BACKENDS}")

@@ -1,0 +1,168 @@
+"""C MuJoCo collection for the JAX learner (``physics="mujoco"``): a robot task trained with
+both schedules, a resume that is bit-exact over every leaf (the C MuJoCo integration state
+included), evaluation on C MuJoCo, multi-device learners, and the errors before anything
+compiles."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from unilab_jax.checkpoint import read_meta, restore_checkpoint
+from unilab_jax.config import ConfigError, TrainConfig
+from unilab_jax.trainer import Trainer, train
+
+# Go1 on C MuJoCo, 8 envs, 20-step episodes (so episodes end, reset and are counted), TD3 (its
+# per-env exploration noise scales are part of the state a resume must restore).
+GO1 = TrainConfig(
+    env="Go1JoystickFlat",
+    algo="td3",
+    num_envs=8,
+    replay_buffer_n=16,
+    batch_size=32,
+    updates_per_step=2,
+    learning_starts=2,
+    max_iterations=6,
+    log_interval=2,
+    save_interval=2,
+    eval_envs=4,
+    eval_interval=0,
+    env_overrides={"episode_length": 20},
+    physics="mujoco",
+)
+WIDTHS = {"actor_hidden_dim": 16, "critic_hidden_dim": 32, "num_atoms": 11}
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    built = Trainer(GO1, WIDTHS)
+    yield built
+    built.close()
+
+
+@pytest.fixture(scope="module")
+def run(trainer, tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("go1_mujoco")
+    return log_dir, train(GO1, trainer=trainer, log_dir=log_dir, logger="none", quiet=True)
+
+
+def _leaves(state):
+    return jax.tree_util.tree_flatten_with_path(jax.device_get(state))[0]
+
+
+def test_c_mujoco_collection_learns_counts_episodes_and_evaluates_on_c_mujoco(run, trainer):
+    _, result = run
+    history = result.history
+    assert [h["iteration"] for h in history] == [2, 4, 6]
+    assert history[-1]["env_steps"] == 6 * 8
+    # Learning starts once max(batch 32, 2 x 8 envs) rows are stored: after iteration 4.
+    assert [h["learning"] for h in history] == [False, True, True]
+    assert history[-1]["learner"]["qf_loss"] > 0
+    assert history[-1]["buffer_rows"] == 6 * 8
+    # Staggered 20-step time limits end some episodes in 48 env steps; a standing robot under
+    # exploration noise may also fall.
+    assert sum(h["episodes"] for h in history) > 0
+    assert {h["policy_lag"] for h in history} == {0}  # sync: the actor of the last iteration
+    assert "reward/tracking_lin_vel" in {f"reward/{k}" for k in history[-1]["components"]}
+    eval_return = result.summary["eval_mean_return"]
+    assert eval_return is not None and np.isfinite(eval_return)
+    # The C MuJoCo evaluation of the returned state, with the same keys, gives the same figure.
+    again, length = trainer.evaluate_episodes(result.state, GO1.eval_envs, GO1.seed + 1)
+    assert again == eval_return
+    assert 1 <= length <= 20
+    # The state carries the C MuJoCo integration state, as float64 bits.
+    words = np.asarray(result.state.env["physics"])
+    assert words.dtype == np.uint32 and words.shape == (8, 2 * trainer.collection.vec.batch.nstate)
+    np.testing.assert_array_equal(words.view(np.float64), trainer.collection.vec.batch.state)
+
+
+def test_resume_is_bit_exact_over_every_leaf_including_c_mujoco_state(run, trainer):
+    log_dir, result = run
+    checkpoints = log_dir / "checkpoints"
+    meta = read_meta(checkpoints, 2)
+    assert "physics" in meta["items"]["env"]
+    restored = restore_checkpoint(checkpoints, trainer.init_state(), step=2)
+    assert int(restored.iteration) == 2
+    resumed = train(GO1, trainer=trainer, initial_state=restored, logger="none", quiet=True)
+    assert [h["iteration"] for h in resumed.history] == [4, 6]
+    expected, got = _leaves(result.state), _leaves(resumed.state)
+    assert [p for p, _ in expected] == [p for p, _ in got]
+    for (path, a), (_, b) in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=jax.tree_util.keystr(path))
+    # The same records, too.
+    strip = lambda h: {k: v for k, v in h.items() if "sec" not in k and k != "checkpoint"}  # noqa: E731
+    assert [strip(h) for h in resumed.history] == [strip(h) for h in result.history[1:]]
+
+
+def _cli(args, log_dir):
+    env = {**os.environ, "UNILAB_JAX_PRESET": "none"}
+    env.pop("XLA_FLAGS", None)  # the CLI forces the host devices it needs
+    cmd = [sys.executable, "-m", "unilab_jax.train", "--env", "PendulumSwingup", "--algo", "sac",
+           "--physics", "mujoco", "--num-envs", "8", "--replay-buffer-n", "16", "--batch-size",
+           "32", "--updates-per-step", "2", "--learning-starts", "1", "--log-interval", "2",
+           "--save-interval", "2", "--eval-envs", "0", "--actor-hidden-dim", "16",
+           "--critic-hidden-dim", "32", "--num-atoms", "11", "--logger", "none", "--quiet",
+           "--log-dir", str(log_dir), *args]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads((log_dir / "run_summary.json").read_text())
+
+
+def _array_crcs(checkpoints: Path, step: int) -> dict:
+    items = read_meta(checkpoints, step)["items"]
+    return {(item, name): entry["crc32"] for item, arrays in items.items()
+            for name, entry in arrays.items()}  # fmt: skip
+
+
+def test_overlapped_collection_on_two_learner_devices_from_the_cli_resumes_exactly(tmp_path):
+    """``--collection overlap --num-devices 2``: the CLI forces 3 host devices (2 learners, 1
+    collector); a run resumed from its checkpoint 2 ends with the same arrays as the run that
+    went on (every array's CRC-32)."""
+    options = ["--collection", "overlap", "--num-devices", "2", "--env-steps-per-sync", "2"]
+    summary = _cli([*options, "--max-iterations", "6"], tmp_path / "a")
+    assert summary["completed_iterations"] == 6 and summary["total_env_steps"] == 6 * 8 * 2
+    _cli([*options, "--max-iterations", "6", "--resume", str(tmp_path / "a"), "--resume-step",
+          "2"], tmp_path / "b")  # fmt: skip
+    a, b = _array_crcs(tmp_path / "a/checkpoints", 6), _array_crcs(tmp_path / "b/checkpoints", 6)
+    assert a == b
+    assert ("env", "physics") in a
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"env": "playground/CartpoleBalance"}, "runs on MJX only"),
+        ({"collection": "overlap"}, "needs physics 'mujoco'"),
+        ({"physics": "bullet"}, "physics 'bullet' is not one of mjx, mujoco"),
+        ({"physics": "mujoco", "collection": "async"}, "collection 'async' is not one of"),
+        ({"physics": "mujoco", "physics_threads": 0}, "physics_threads must be a positive"),
+        (
+            {
+                "physics": "mujoco",
+                "num_processes": 2,
+                "process_id": 0,
+                "coordinator_address": "127.0.0.1:1234",
+            },
+            "runs in one process",
+        ),  # fmt: skip
+    ],
+)
+def test_physics_settings_that_cannot_work_fail_before_anything_is_built(changes, message):
+    config = dataclasses.replace(GO1, **{"physics": "mujoco", **changes})
+    if changes.get("collection") == "overlap" and "physics" not in changes:
+        config = dataclasses.replace(config, physics="mjx")
+    with pytest.raises(ConfigError, match=message):
+        config.validate()
+
+
+def test_overlap_without_a_spare_cpu_device_names_the_flag():
+    if len(jax.devices("cpu")) > 1:
+        pytest.skip("this process has a spare CPU device")
+    with pytest.raises(ConfigError, match="xla_force_host_platform_device_count=2"):
+        Trainer(dataclasses.replace(GO1, collection="overlap"), WIDTHS)

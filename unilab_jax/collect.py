@@ -1,0 +1,373 @@
+"""C MuJoCo collection for the JAX learner: ``TrainConfig(physics="mujoco")``.
+
+The reference system's architecture with our learner: the task's envs are stepped by C MuJoCo
+on CPU threads (``envs.vec_env.MujocoVecEnv``: ``MujocoBatchPhysics`` with the GIL released
+while stepping, and the task's own JAX code for actions, observations, rewards, time limits and
+resets, the same code MJX runs), the exploration policy acts with the current actor on a CPU
+device, and each iteration's chunk of ``env_steps_per_sync`` steps moves into the device replay,
+where ``loop.make_chunk_step`` runs the same update block as the fused MJX step.
+
+Two schedules (``TrainConfig.collection``):
+
+* ``"sync"``: collect a chunk with the actor of the last iteration, then learn from it. The
+  MJX path's schedule, deterministic; the parity reference.
+* ``"overlap"``: while the learner updates on chunk ``k``, the collector gathers chunk ``k + 1``
+  with the actor from before that update, so the policy acting is at most one iteration
+  (``updates_per_step`` gradient steps) behind; the record reports it (``policy_lag``). The
+  collector's JAX code runs on a CPU device of its own (XLA runs one device's programs in
+  order, so sharing the learner's would serialise the two). Each block starts with one chunk
+  collected in turn, so that the state between blocks holds no chunk in flight: checkpoints
+  and resumes see the same quiescent state as with ``"sync"``, and the schedule stays
+  deterministic for a given ``log_interval``.
+
+Between blocks the whole state is a ``TrainState`` as on MJX: ``env`` holds the C MuJoCo
+integration state (float64 words as ``uint32``), observations, task state, keys and step
+counters (``MujocoVecEnv.snapshot``), sharded over envs like every per-env leaf, so the
+checkpoint format, its checksums and a bit-exact resume need nothing new. Exploration keys are
+``fold_in(key(seed), iteration)``: a resume draws the same noise.
+
+Evaluation runs the deterministic policy on C MuJoCo too (one full episode per env from
+unstaggered resets keyed like the MJX evaluation's).
+
+Deviations from the MJX path: the collector holds every env in one batch on the host whatever
+the device count (chunks are split over devices when they move to the replay), and one process
+only (``TrainConfig`` refuses C MuJoCo in a multi-process run).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from unilab_jax.algos.agent import Agent, Transition
+from unilab_jax.config import ConfigError, TrainConfig
+from unilab_jax.envs.base import Env
+from unilab_jax.envs.vec_env import MujocoVecEnv
+from unilab_jax.errors import EnvNaNError
+from unilab_jax.loop import (
+    DATA_AXIS,
+    LearnerState,
+    TrainState,
+    learner_specs,
+    make_chunk_step,
+)
+from unilab_jax.replay import init_replay
+
+__all__ = ["MujocoCollection", "collector_device"]
+
+# Folded into the run's seed for the exploration keys (apart from the learner's stream).
+_EXPLORE_STREAM = 0x4D4A43  # "MJC"
+
+
+def collector_device(config: TrainConfig, mesh: Mesh) -> jax.Device:
+    """The CPU device the collector's JAX code runs on: on a CPU, the first device outside the
+    learner's mesh for the ``"overlap"`` schedule (``ConfigError`` when there is none), else
+    the mesh's first device; beside an accelerator, the first CPU device."""
+    cpus = jax.devices("cpu")
+    if jax.default_backend() != "cpu":
+        return cpus[0]
+    if config.collection == "sync":
+        return mesh.devices.flat[0]
+    in_mesh = set(mesh.devices.flat)
+    spare = [d for d in cpus if d not in in_mesh]
+    if not spare:
+        raise ConfigError(
+            f"collection 'overlap' needs a CPU device apart from the learner's {len(in_mesh)}: "
+            "set XLA_FLAGS=--xla_force_host_platform_device_count="
+            f"{len(in_mesh) + 1} before starting Python (python -m unilab_jax.train does it), "
+            "or use collection 'sync'"
+        )
+    return spare[0]
+
+
+class MujocoCollection:
+    """C MuJoCo collection plus the chunk-fed learner step, for one ``Trainer``.
+
+    ``init_state``, ``state_shapes``, ``precompile``, ``block_step`` and ``evaluate_episodes``
+    are what ``Trainer`` delegates to with ``physics="mujoco"``; ``close`` stops the threads.
+    """
+
+    def __init__(
+        self, config: TrainConfig, env: Env, agent: Agent, mesh: Mesh, trace_counter: list[int]
+    ) -> None:
+        task = getattr(env, "task", None)
+        if task is None:  # validate() refuses adapters by name; anything else Env-like here
+            raise ConfigError(f"{config.env} has no C MuJoCo task; use physics 'mjx'")
+        self.config, self.task, self.agent, self.mesh = config, task, agent, mesh
+        self.device = collector_device(config, mesh)
+        self.vec = MujocoVecEnv(
+            task, config.env, config.num_envs, config.seed, nthread=config.physics_threads,
+            device=self.device,
+        )  # fmt: skip
+        self._explore = jax.jit(agent.explore)
+        self._act = jax.jit(agent.act)
+        self._chunk_step = make_chunk_step(config, agent, mesh, trace_counter)
+        self._compiled: Any = None
+        self._eval_envs: dict[int, MujocoVecEnv] = {}
+        self._sharded = NamedSharding(mesh, P(DATA_AXIS))
+        self._chunk_sharding = NamedSharding(mesh, P(None, DATA_AXIS))
+        self._replicated = NamedSharding(mesh, P())
+        self._explore_key = jax.random.fold_in(jax.random.PRNGKey(config.seed), _EXPLORE_STREAM)
+        # The collector's carry (host side); ``_current`` is the TrainState it belongs to.
+        self._explore_state: Any = None
+        self._prev_done = self._ep_ret = self._ep_len = None
+        self._current: TrainState | None = None
+        self._example = self._example_transition()
+
+    # ------------------------------------------------------------------ state
+    def _example_transition(self) -> Transition:
+        n, sizes = self.config.num_envs, self.vec.obs_groups_spec
+        a = self.vec.action_space.shape[0]
+        z = lambda *shape: np.zeros((n, *shape), np.float32)  # noqa: E731
+        return Transition(
+            obs=z(*sizes["obs"]), critic=z(*sizes["critic"]), actions=z(a), rewards=z(),
+            next_obs=z(*sizes["obs"]), next_critic=z(*sizes["critic"]), terminated=z(),
+            truncated=z(),
+        )  # fmt: skip
+
+    def _init_learner(self, key: jax.Array) -> LearnerState:
+        k_agent, k_loop = jax.random.split(key)
+        example = self._example
+
+        def init(k_agent, k_loop):
+            return LearnerState(
+                agent=self.agent.init(k_agent),
+                replay=init_replay(example, self.config.replay_buffer_n),
+                key=k_loop,
+                iteration=jnp.int32(0),
+            )
+
+        shardings = jax.tree.map(
+            lambda spec: NamedSharding(self.mesh, spec),
+            learner_specs(),
+            is_leaf=lambda x: isinstance(x, P),
+        )
+        return jax.jit(init, out_shardings=shardings)(k_agent, k_loop)
+
+    def init_state(self, seed: int) -> TrainState:
+        """A fresh run: agent and empty replay (sharded as on MJX), envs reset with staggered
+        time limits (the reference's init), zero episode statistics."""
+        key = jax.random.PRNGKey(seed)
+        k_learner, k_explore = jax.random.split(key)
+        learner = self._init_learner(k_learner)
+        self.vec.init_state(seed)
+        with jax.default_device(self.device):
+            self._explore_state = self.agent.init_explore(
+                jax.device_put(k_explore, self.device), self.config.num_envs
+            )
+        n = self.config.num_envs
+        self._prev_done = np.zeros(n, bool)
+        self._ep_ret = np.zeros(n, np.float32)
+        self._ep_len = np.zeros(n, np.int32)
+        return self._pack(learner)
+
+    def _pack(self, learner: LearnerState) -> TrainState:
+        """The collector's carry and ``learner`` as one ``TrainState`` (per-env leaves sharded
+        over the mesh); remembered as the state the collector is in."""
+        put = lambda tree: jax.device_put(tree, self._sharded)  # noqa: E731
+        state = TrainState(
+            agent=learner.agent,
+            explore=put(jax.device_get(self._explore_state)),
+            env=put(self.vec.snapshot()),
+            prev_done=put(self._prev_done),
+            episode_return=put(self._ep_ret),
+            episode_length=put(self._ep_len),
+            replay=learner.replay,
+            key=learner.key,
+            iteration=learner.iteration,
+        )
+        self._current = state
+        return state
+
+    def _load(self, state: TrainState) -> None:
+        """Make the collector continue from ``state`` (a restored checkpoint, another run's
+        state): the C MuJoCo batch, observations, task state, keys and episode statistics."""
+        host = jax.device_get((state.env, state.explore, state.prev_done, state.episode_return,
+                               state.episode_length))  # fmt: skip
+        env, explore, prev_done, ep_ret, ep_len = host
+        self.vec.restore(env)
+        self._explore_state = jax.device_put(explore, self.device)
+        self._prev_done = np.array(prev_done, bool)
+        self._ep_ret = np.array(ep_ret, np.float32)
+        self._ep_len = np.array(ep_len, np.int32)
+        self._current = state
+
+    def state_shapes(self) -> LearnerState:
+        """Shapes and shardings of the learner's state (what compiling the chunk step needs)."""
+        shapes = jax.eval_shape(self._init_learner, jax.random.PRNGKey(0))
+        return _with_shardings(shapes, learner_specs(), self.mesh)
+
+    def chunk_shapes(self) -> Transition:
+        s = self.config.env_steps_per_sync
+        return jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct((s, *x.shape), x.dtype, sharding=self._chunk_sharding),
+            self._example,
+        )
+
+    def compile(self, precision: Callable[[], Any]) -> Any:
+        """Compile the chunk-fed learner step (once; thread-safe to call from a background
+        thread before any state exists)."""
+        if self._compiled is None:
+            with precision():
+                self._compiled = self._chunk_step.lower(
+                    self.state_shapes(), self.chunk_shapes()
+                ).compile()
+        return self._compiled
+
+    # ------------------------------------------------------------------ collection
+    def _collect(self, policy: Any, iteration: int) -> tuple[Transition, dict]:
+        """One chunk of ``env_steps_per_sync`` env steps with the exploration policy of
+        ``policy`` (an agent state on the collector's device); ``iteration`` keys the noise.
+        Returns the chunk (numpy, ``[S, N, ...]``) and the chunk's collection statistics."""
+        cfg, vec = self.config, self.vec
+        keys = jax.random.split(jax.random.fold_in(self._explore_key, iteration),
+                                cfg.env_steps_per_sync)  # fmt: skip
+        rows: list[Transition] = []
+        stats = {k: 0.0 for k in ("episodes", "return_sum", "length_sum", "terminated",
+                                  "truncated")}  # fmt: skip
+        components: dict[str, float] = {}
+        for key in keys:
+            obs = vec.state.obs
+            with jax.default_device(self.device):
+                actions, self._explore_state = self._explore(
+                    policy, self._explore_state, obs["obs"], self._prev_done, key
+                )
+                actions = np.asarray(actions)
+            try:
+                nxt = vec.step(actions)
+            except FloatingPointError as err:
+                raise EnvNaNError(
+                    f"{err} (at iteration {iteration + 1}, C MuJoCo collection)"
+                ) from None
+            rows.append(
+                Transition(
+                    obs=obs["obs"], critic=obs["critic"], actions=actions, rewards=nxt.reward,
+                    next_obs=nxt.final_observation["obs"],
+                    next_critic=nxt.final_observation["critic"],
+                    terminated=nxt.terminated.astype(np.float32),
+                    truncated=nxt.truncated.astype(np.float32),
+                )
+            )  # fmt: skip
+            done = nxt.terminated | nxt.truncated
+            self._ep_ret = self._ep_ret + nxt.reward
+            self._ep_len = self._ep_len + 1
+            stats["episodes"] += float(done.sum())
+            stats["return_sum"] += float(self._ep_ret[done].sum())
+            stats["length_sum"] += float(self._ep_len[done].sum())
+            stats["terminated"] += float((nxt.terminated & ~nxt.truncated).sum())
+            stats["truncated"] += float(nxt.truncated.sum())
+            for name, value in nxt.info["log"].items():
+                components[name] = components.get(name, 0.0) + value / len(keys)
+            self._ep_ret = np.where(done, 0.0, self._ep_ret).astype(np.float32)
+            self._ep_len = np.where(done, 0, self._ep_len).astype(np.int32)
+            self._prev_done = done
+        chunk = jax.tree.map(lambda *xs: np.stack(xs), *rows)
+        stats["nan_env"] = cfg.num_envs  # a non-finite step raised above
+        stats["components"] = {k.removeprefix("reward/"): v for k, v in components.items()}
+        return chunk, stats
+
+    def _policy_copy(self, agent_state: Any) -> Any:
+        """The agent state the collector acts with, on its device; a copy whenever the learner
+        may donate (delete) its buffers while the collector still acts."""
+        return jax.device_put(agent_state, self.device, donate=False, may_alias=False)
+
+    def block_step(self, num_iterations: int, precision: Callable[[], Any]) -> Callable:
+        """``step(state) -> (state, metrics)``: ``num_iterations`` iterations of collection and
+        learning, ``metrics`` laid out as the fused step's (leaves ``[num_iterations]``)."""
+        learn = self.compile(precision)
+        overlap = self.config.collection == "overlap"
+
+        def step(state: TrainState) -> tuple[TrainState, dict]:
+            if state is not self._current:
+                self._load(state)
+            learner = LearnerState(state.agent, state.replay, state.key, state.iteration)
+            first = int(state.iteration)
+            records, lags = [], []
+            times = {"collect": 0.0, "learn_wait": 0.0}
+            t0 = time.perf_counter()
+            chunk, stats = self._collect(self._policy_copy(learner.agent), first)
+            times["collect"] += time.perf_counter() - t0
+            for i in range(num_iterations):
+                policy = self._policy_copy(learner.agent) if overlap else None
+                learner, learned = learn(learner, jax.device_put(chunk, self._chunk_sharding))
+                records.append((stats, learned))
+                lags.append(0 if (i == 0 or not overlap) else 1)
+                if i + 1 == num_iterations:
+                    break
+                t0 = time.perf_counter()
+                if overlap:  # runs while the learner computes
+                    chunk, stats = self._collect(policy, first + i + 1)
+                else:
+                    chunk, stats = self._collect(self._policy_copy(learner.agent), first + i + 1)
+                times["collect"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            learned = jax.device_get([r[1] for r in records])
+            times["learn_wait"] = time.perf_counter() - t0
+            metrics = _stack_metrics([r[0] for r in records], learned)
+            metrics["policy_lag"] = np.asarray(lags, np.float32)
+            metrics["collect_sec"] = np.full(num_iterations, times["collect"] / num_iterations)
+            return self._pack(learner), metrics
+
+        return step
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate_episodes(self, agent_state: Any, num_envs: int, seed: int) -> tuple[float, float]:
+        """``(mean return, mean length)`` of one deterministic episode per env on C MuJoCo,
+        from unstaggered resets keyed by ``seed`` (as the MJX evaluation's)."""
+        vec = self._eval_envs.get(num_envs)
+        if vec is None:
+            vec = MujocoVecEnv(self.task, self.config.env, num_envs, seed,
+                               nthread=self.config.physics_threads, device=self.device)  # fmt: skip
+            self._eval_envs[num_envs] = vec
+        policy = jax.device_put(agent_state, self.device)
+        state = vec.init_state(seed, stagger=False)
+        alive = np.ones(num_envs, bool)
+        total = np.zeros(num_envs, np.float64)
+        length = np.zeros(num_envs, np.int64)
+        for _ in range(vec.max_episode_steps):
+            with jax.default_device(self.device):
+                actions = np.asarray(self._act(policy, state.obs["obs"]))
+            state = vec.step(actions)
+            total += np.where(alive, state.reward, 0.0)
+            length += alive
+            alive &= ~(state.terminated | state.truncated)
+            if not alive.any():
+                break
+        return float(np.mean(total)), float(np.mean(length))
+
+    def close(self) -> None:
+        """Stop the C MuJoCo threads (training and evaluation batches)."""
+        self.vec.close()
+        for vec in self._eval_envs.values():
+            vec.close()
+        self._eval_envs.clear()
+
+
+def _with_shardings(shapes: Any, specs: Any, mesh: Mesh) -> Any:
+    """``shapes`` (``ShapeDtypeStruct`` leaves) with the shardings of the prefix ``specs``."""
+
+    def shard(spec: P, subtree: Any) -> Any:
+        sharding = NamedSharding(mesh, spec)
+        return jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), subtree
+        )
+
+    return jax.tree.map(shard, specs, shapes, is_leaf=lambda x: isinstance(x, P))
+
+
+def _stack_metrics(stats: list[dict], learned: list[dict]) -> dict:
+    """Per-iteration collection statistics and learner metrics as the fused step's metrics:
+    one ``[iterations]`` array per leaf."""
+    stack = lambda *xs: np.stack([np.asarray(x) for x in xs])  # noqa: E731
+    metrics = jax.tree.map(stack, *learned)
+    for name in ("episodes", "return_sum", "length_sum", "terminated", "truncated", "nan_env"):
+        metrics[name] = np.asarray([s[name] for s in stats], np.float32)
+    metrics["components"] = jax.tree.map(stack, *[s["components"] for s in stats])
+    return metrics
