@@ -69,7 +69,7 @@ def test_c_mujoco_collection_learns_counts_episodes_and_evaluates_on_c_mujoco(ru
     # exploration noise may also fall.
     assert sum(h["episodes"] for h in history) > 0
     assert {h["policy_lag"] for h in history} == {0}  # sync: the actor of the last iteration
-    assert "reward/tracking_lin_vel" in {f"reward/{k}" for k in history[-1]["components"]}
+    assert {"reward/tracking_lin_vel", "reward/alive"} <= set(history[-1]["components"])
     eval_return = result.summary["eval_mean_return"]
     assert eval_return is not None and np.isfinite(eval_return)
     # The C MuJoCo evaluation of the returned state, with the same keys, gives the same figure.
@@ -98,6 +98,24 @@ def test_resume_is_bit_exact_over_every_leaf_including_c_mujoco_state(run, train
     # The same records, too.
     strip = lambda h: {k: v for k, v in h.items() if "sec" not in k and k != "checkpoint"}  # noqa: E731
     assert [strip(h) for h in resumed.history] == [strip(h) for h in result.history[1:]]
+
+
+def test_a_loaded_policy_evaluates_on_c_mujoco_as_the_trainer_did(run, trainer):
+    """``unilab_jax.evaluate`` follows the run's physics: the checkpoint's policy on C MuJoCo
+    gives the trainer's own final evaluation, plus time-limit and per-step reward figures."""
+    import unilab_jax
+
+    log_dir, result = run
+    policy = unilab_jax.load_policy(log_dir)
+    episodes = unilab_jax.evaluate(policy, episodes=GO1.eval_envs, seed=GO1.seed + 1)
+    assert episodes.mean_return == pytest.approx(result.summary["eval_mean_return"], abs=1e-4)
+    report = episodes.as_dict()
+    assert 0.0 <= report["time_limit_rate"] <= 1.0
+    # 20-step episodes: those that reached the limit ran all 20 steps.
+    assert np.all(episodes.lengths[episodes.time_limit] == 20)
+    tracking = episodes.components["reward/tracking_lin_vel"]
+    assert tracking.shape == (GO1.eval_envs,) and np.all((tracking > 0) & (tracking <= 1))
+    assert report["reward/tracking_lin_vel_per_step"] == pytest.approx(float(np.mean(tracking)))
 
 
 def _cli(args, log_dir):

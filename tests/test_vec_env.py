@@ -90,6 +90,11 @@ def assert_state_layout(env: VecEnv, state: VecEnvState) -> None:
     assert not any(np.shares_memory(state.obs[k], state.final_observation[k]) for k in state.obs)
     assert set(state.info["log"]) == {f"reward/{c}" for c in EXPECTED[env.name][2]}
     assert all(isinstance(v, float) for v in state.info["log"].values())
+    # The same components per env; the log holds their batch means.
+    assert set(state.info["components"]) == set(state.info["log"])
+    for name, values in state.info["components"].items():
+        assert values.shape == (n,)
+        np.testing.assert_allclose(np.mean(values), state.info["log"][name], rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- smoke, both backends

@@ -60,7 +60,7 @@ from unilab_jax.loop import (
 )
 from unilab_jax.replay import init_replay
 
-__all__ = ["MujocoCollection", "collector_device"]
+__all__ = ["MujocoCollection", "collector_device", "mujoco_episodes"]
 
 # Folded into the run's seed for the exploration keys (apart from the learner's stream).
 _EXPLORE_STREAM = 0x4D4A43  # "MJC"
@@ -270,7 +270,7 @@ class MujocoCollection:
             self._prev_done = done
         chunk = jax.tree.map(lambda *xs: np.stack(xs), *rows)
         stats["nan_env"] = cfg.num_envs  # a non-finite step raised above
-        stats["components"] = {k.removeprefix("reward/"): v for k, v in components.items()}
+        stats["components"] = components  # "reward/<name>", as the MJX step's
         return chunk, stats
 
     def _policy_copy(self, agent_state: Any) -> Any:
@@ -326,21 +326,8 @@ class MujocoCollection:
             vec = MujocoVecEnv(self.task, self.config.env, num_envs, seed,
                                nthread=self.config.physics_threads, device=self.device)  # fmt: skip
             self._eval_envs[num_envs] = vec
-        policy = jax.device_put(agent_state, self.device)
-        state = vec.init_state(seed, stagger=False)
-        alive = np.ones(num_envs, bool)
-        total = np.zeros(num_envs, np.float64)
-        length = np.zeros(num_envs, np.int64)
-        for _ in range(vec.max_episode_steps):
-            with jax.default_device(self.device):
-                actions = np.asarray(self._act(policy, state.obs["obs"]))
-            state = vec.step(actions)
-            total += np.where(alive, state.reward, 0.0)
-            length += alive
-            alive &= ~(state.terminated | state.truncated)
-            if not alive.any():
-                break
-        return float(np.mean(total)), float(np.mean(length))
+        episodes = mujoco_episodes(vec, self._act, agent_state, seed)
+        return float(np.mean(episodes["returns"])), float(np.mean(episodes["lengths"]))
 
     def close(self) -> None:
         """Stop the C MuJoCo threads (training and evaluation batches)."""
@@ -371,3 +358,39 @@ def _stack_metrics(stats: list[dict], learned: list[dict]) -> dict:
         metrics[name] = np.asarray([s[name] for s in stats], np.float32)
     metrics["components"] = jax.tree.map(stack, *[s["components"] for s in stats])
     return metrics
+
+
+def mujoco_episodes(vec: MujocoVecEnv, act: Callable, agent_state: Any, seed: int) -> dict:
+    """One deterministic episode in every env of ``vec`` (C MuJoCo) with ``act(agent_state,
+    obs)``, from unstaggered resets keyed by ``seed``; an episode stops counting at termination
+    or the time limit. Returns per-episode numpy arrays: ``returns``, ``lengths``,
+    ``time_limit`` (reached the time limit without terminating) and ``components``
+    (``{"reward/<name>": mean per step of that reward component over the episode}``)."""
+    device = vec._cpu
+    policy = jax.device_put(agent_state, device)
+    state = vec.init_state(seed, stagger=False)
+    n = vec.num_envs
+    alive = np.ones(n, bool)
+    time_limit = np.zeros(n, bool)
+    total = np.zeros(n, np.float64)
+    length = np.zeros(n, np.int64)
+    sums: dict[str, np.ndarray] = {}
+    for _ in range(vec.max_episode_steps):
+        with jax.default_device(device):
+            actions = np.asarray(act(policy, state.obs["obs"]))
+        state = vec.step(actions)
+        total += np.where(alive, state.reward, 0.0)
+        length += alive
+        for name, values in state.info["components"].items():
+            sums[name] = sums.get(name, 0.0) + np.where(alive, values, 0.0)
+        time_limit |= alive & state.truncated & ~state.terminated
+        alive &= ~(state.terminated | state.truncated)
+        if not alive.any():
+            break
+    steps = np.maximum(length, 1)
+    return {
+        "returns": total.astype(np.float32),
+        "lengths": length.astype(np.int32),
+        "time_limit": time_limit,
+        "components": {k: (v / steps).astype(np.float32) for k, v in sums.items()},
+    }

@@ -34,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--env", default=None, help="another task with the same sizes (default: the run's)"
     )
+    parser.add_argument(
+        "--physics",
+        choices=("mjx", "mujoco"),
+        default=None,
+        help="physics of the evaluation: mjx or mujoco (C MuJoCo on CPU threads; our tasks "
+        "only) (default: the run's)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -49,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         policy = load_policy(args.run, args.step)
-        result = evaluate(policy, args.env, args.episodes, args.seed)
+        result = evaluate(policy, args.env, args.episodes, args.seed, physics=args.physics)
     except (FileNotFoundError, CheckpointError, UnknownEnvError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -68,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{report['mean_return']:.3f} +- {report['std_return']:.3f} (min "
             f"{report['min_return']:.3f}, max {report['max_return']:.3f}) over "
             f"{report['episodes']} episodes, mean length {report['mean_length']:.1f}"
+            + (
+                f", {100 * report['time_limit_rate']:.0f}% reached the time limit"
+                if "time_limit_rate" in report
+                else ""
+            )
         )
     return 0
 

@@ -27,6 +27,7 @@ Contract of :meth:`VecEnv.step` (all arrays numpy, leading dimension ``num_envs`
 * ``final_observation``: the observation this step produced before any reset (== ``obs`` where
   nothing ended), which off-policy targets bootstrap from on truncation;
 * ``info["log"]``: ``{"reward/<name>": float}``, batch means of this step's reward components;
+  ``info["components"]``: the same components per env (``{"reward/<name>": [N]}``);
   ``info["episode_step"]``: per-env control steps into the current episode after this step
   (0 where the env was just reset).
 
@@ -219,6 +220,7 @@ class VecEnv(abc.ABC):
             final_observation={k: v.copy() for k, v in obs.items()},
             info={
                 "log": {k: 0.0 for k in self.reward_keys},
+                "components": {k: np.zeros(self.num_envs, np.float32) for k in self.reward_keys},
                 "episode_step": step_count.copy(),
             },
         )
@@ -363,7 +365,11 @@ class MjxVecEnv(VecEnv):
             terminated=np.asarray(term),
             truncated=np.asarray(trunc),
             final_observation={k: np.asarray(v) for k, v in final_obs.items()},
-            info={"log": self._reward_log(metrics), "episode_step": np.asarray(count)},
+            info={
+                "log": self._reward_log(metrics),
+                "components": {k: np.asarray(v) for k, v in metrics.items()},
+                "episode_step": np.asarray(count),
+            },
         )
 
     def _release(self) -> None:
@@ -422,6 +428,14 @@ class MujocoVecEnv(VecEnv):
             jax.vmap(lambda a, ts: jnp.asarray(task.ctrl_from_action(a, ts), jnp.float32))
         )
         self._observe_fn = jax.jit(jax.vmap(lambda d, ts: observation_groups(task, d, ts)))
+
+        def observe_rows(view_rows: Any, task_state: Any, rows: jax.Array) -> Any:
+            picked = jax.tree.map(lambda x: x[rows], task_state)
+            return jax.vmap(lambda d, ts: observation_groups(task, d, ts))(view_rows, picked)
+
+        # The fresh observation of the reset rows only (padded to a few fixed sizes, so that
+        # it compiles at most a handful of times): a step resets a few envs of thousands.
+        self._observe_rows_fn = jax.jit(observe_rows)
         self._initial_fn = jax.jit(jax.vmap(lambda k: draw_initial_conditions(task, k)))
 
         def post(*args: Any) -> tuple[EnvState, tuple[jax.Array, jax.Array]]:
@@ -484,8 +498,10 @@ class MujocoVecEnv(VecEnv):
                 ids = np.flatnonzero(done)
                 self.physics.init(ids, qpos0[ids], qvel0[ids])
                 self.physics.refresh_rows(view, ids)
-                fresh = jax.device_get(self._observe_fn(PhysicsView(view), out.task_state))
-                obs = {k: np.where(done[:, None], fresh[k], v) for k, v in final_obs.items()}
+                fresh = self._observe_reset_rows(view, out.task_state, ids)
+                obs = {k: v.copy() for k, v in final_obs.items()}
+                for k, rows in fresh.items():
+                    obs[k][ids] = rows
             else:
                 obs = dict(final_obs)  # VecEnv.step makes obs and final_observation distinct
         self._task_state, self._keys = out.task_state, out.key
@@ -496,7 +512,11 @@ class MujocoVecEnv(VecEnv):
             terminated=np.asarray(host.terminated),
             truncated=np.asarray(host.truncated),
             final_observation=final_obs,
-            info={"log": self._reward_log(host.metrics), "episode_step": self._step_count.copy()},
+            info={
+                "log": self._reward_log(host.metrics),
+                "components": {k: np.asarray(v) for k, v in host.metrics.items()},
+                "episode_step": self._step_count.copy(),
+            },
         )
 
     def snapshot(self) -> dict[str, Any]:
@@ -541,11 +561,28 @@ class MujocoVecEnv(VecEnv):
                 final_observation={k: v.copy() for k, v in obs.items()},
                 info={
                     "log": {k: 0.0 for k in self.reward_keys},
+                    "components": {
+                        k: np.zeros(self.num_envs, np.float32) for k in self.reward_keys
+                    },
                     "episode_step": self._step_count.copy(),
                 },
             )
         )
         return self.state
+
+    def _observe_reset_rows(
+        self, view: dict[str, np.ndarray], task_state: Any, ids: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """The observation groups of rows ``ids`` (``[len(ids), d]``), computed on the rows
+        alone, padded (by repeating the last id) to the next power of 4 (at most ``N``)."""
+        size = 4
+        while size < len(ids):
+            size *= 4
+        size = min(size, self.num_envs)
+        padded = np.concatenate([ids, np.full(size - len(ids), ids[-1])]).astype(np.int32)
+        rows = {f: v[padded] for f, v in view.items()}
+        fresh = self._observe_rows_fn(PhysicsView(rows), task_state, padded)
+        return {k: np.asarray(v)[: len(ids)] for k, v in jax.device_get(fresh).items()}
 
     def _release(self) -> None:
         self.physics.close()
