@@ -30,6 +30,7 @@ from unilab_jax import cpu_linalg, distributed
 from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.c51 import value_support
 from unilab_jax.algos.registry import get_algo
+from unilab_jax.algos.symmetry import resolve_mirror
 from unilab_jax.checkpoint import CheckpointWriter
 from unilab_jax.collect import MujocoCollection
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
@@ -158,9 +159,14 @@ class Trainer:
         distributed.check_same_settings(run_config(config, algo_config))
         self.obs_dim = self.env.obs_size["obs"]
         self.critic_dim = self.env.obs_size["critic"]
+        # The task's mirror map when use_symmetry (refused here for a task without one or an odd
+        # batch per device, before anything is compiled).
+        use_symmetry = getattr(self.algo_config, "use_symmetry", False)
+        mirror = resolve_mirror(use_symmetry, self.env, config.batch_size, config.num_devices)
         self.agent: Agent = get_algo(config.algo).make_agent(
-            self.algo_config, self.obs_dim, self.critic_dim, self.env.action_size, axis_name="data"
-        )
+            self.algo_config, self.obs_dim, self.critic_dim, self.env.action_size,
+            axis_name="data", mirror=mirror,
+        )  # fmt: skip
         # jaxlib 0.10.2's batched LAPACK kernels can deadlock across CPU devices of one
         # process; with more than one device, lower Cholesky / triangular solve without LAPACK.
         cpu_linalg.install_on_cpu()

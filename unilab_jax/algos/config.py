@@ -37,6 +37,10 @@ def check_common_settings(config) -> None:
     for name, value in dataclasses.asdict(config).items():
         if isinstance(value, float | int) and not isinstance(value, bool):
             _require(_is_number(value), name, value, "a finite number")
+    if hasattr(config, "use_symmetry"):
+        _require(
+            isinstance(config.use_symmetry, bool), "use_symmetry", config.use_symmetry, "a bool"
+        )
     _require(0.0 < config.gamma <= 1.0, "gamma", config.gamma, "in (0, 1]")
     _require(0.0 < config.tau <= 1.0, "tau", config.tau, "in (0, 1]")
     for name in ("actor_lr", "critic_lr", "alpha_lr"):
@@ -113,6 +117,9 @@ class SACConfig:
     """Upper end of the policy's log-std range."""
     obs_normalization: bool = True
     """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
+    use_symmetry: bool = False
+    """Symmetry augmentation: each update trains on half its rows plus their left-right mirrors
+    (the task's mirror map), so the rows per gradient step stay `batch_size` (even per device)."""
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the first setting that cannot work."""
@@ -178,6 +185,9 @@ class TD3Config:
     """Clipped double Q: per-row lower target distribution, and min(Q1, Q2) for the actor."""
     obs_normalization: bool = True
     """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
+    use_symmetry: bool = False
+    """Symmetry augmentation: each update trains on half its rows plus their left-right mirrors
+    (the task's mirror map), so the rows per gradient step stay `batch_size` (even per device)."""
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the first setting that cannot work."""

@@ -40,7 +40,8 @@ class AlgoSpec:
     """The frozen hyperparameter dataclass."""
     maker: str
     """``"module:function"`` building the ``Agent``: ``(config, obs_dim, critic_dim,
-    action_dim, axis_name=...) -> Agent``; imported on first use (it pulls in flax)."""
+    action_dim, axis_name=..., mirror=...) -> Agent`` (``mirror``: the task's mirror map, for
+    ``use_symmetry``); imported on first use (it pulls in flax)."""
     default_policy_frequency: int
     """Actor update when ``u % policy_frequency == 0`` unless the run sets its own."""
 

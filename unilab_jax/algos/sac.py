@@ -13,7 +13,11 @@ Deviations from the reference:
 - Observation normalisation really works here (the reference flag was a no-op), with one
   normaliser for actor inputs and one for critic inputs, applied inside every function.
 - The temperature step is skipped, like the others, when its loss is non-finite.
-- No symmetry augmentation, AMP or compile options (XLA compiles everything).
+- Symmetry augmentation (`use_symmetry` with the task's mirror map) trains each update on the
+  first half of the rows it is given plus their mirrors, so a gradient step sees `batch_size`
+  rows, as in the reference's recipe (its runner halved `batch_size`, its learner doubled the
+  batch back); raw rows are mirrored, then normalised (`unilab_jax.algos.symmetry`).
+- No AMP or compile options (XLA compiles everything).
 - Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`).
 """
 
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import flax.linen as nn
 import flax.struct
@@ -48,6 +52,7 @@ from unilab_jax.algos.normalizer import (
     normalize_transition,
     update_agent_normalizers,
 )
+from unilab_jax.algos.symmetry import make_augment
 
 __all__ = [
     "SACConfig",
@@ -60,6 +65,9 @@ __all__ = [
     "sac_critic_loss",
     "sample_tanh_gaussian",
 ]
+
+if TYPE_CHECKING:
+    from unilab_jax.envs.mirror import MirrorMap
 
 Array = jax.Array
 Params = Any
@@ -222,9 +230,15 @@ def make_sac(
     critic_dim: int,
     action_dim: int,
     axis_name: str | None = None,
+    mirror: MirrorMap | None = None,
 ) -> Agent:
-    """Build the pure FastSAC functions. With `axis_name`, updates reduce over that mesh axis."""
+    """Build the pure FastSAC functions. With `axis_name`, updates reduce over that mesh axis.
+
+    `mirror`: the task's mirror map, used when `config.use_symmetry` (each update trains on the
+    first half of its rows and their mirrors, `unilab_jax.algos.symmetry`).
+    """
     networks = make_sac_networks(config, action_dim)
+    augment = make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim)
     target_entropy = -action_dim * config.target_entropy_ratio
     b1, b2 = config.betas
     actor_opt = optax.adamw(config.actor_lr, b1=b1, b2=b2, weight_decay=config.weight_decay)
@@ -281,7 +295,7 @@ def make_sac(
     def update_critic(
         state: SACState, batch: Transition, key: jax.Array
     ) -> tuple[SACState, dict[str, Array]]:
-        batch = prepare(state, batch)
+        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
         noise = row_normal(key, batch.rewards.shape[0], action_dim, axis_name)  # [B, A]
         loss_fn = functools.partial(
             critic_loss,
@@ -331,7 +345,7 @@ def make_sac(
     def update_actor(
         state: SACState, batch: Transition, key: jax.Array
     ) -> tuple[SACState, dict[str, Array]]:
-        batch = prepare(state, batch)
+        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
         noise = row_normal(key, batch.rewards.shape[0], action_dim, axis_name)  # [B, A]
         loss_fn = functools.partial(
             actor_loss,

@@ -18,12 +18,15 @@ Deviations from the reference:
 - Clipping uses `max_grad_norm` (0 = off) instead of "10 whenever weight_decay > 0"; a skipped
   (non-finite) step still reports the computed metrics instead of zeros.
 - Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`).
+- Symmetry augmentation (`use_symmetry`, which the reference offered for FastSAC only) works the
+  same way as FastSAC's: each update trains on the first half of its rows plus their mirrors
+  (`unilab_jax.algos.symmetry`).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import flax.linen as nn
 import flax.struct
@@ -50,6 +53,7 @@ from unilab_jax.algos.normalizer import (
     normalize_transition,
     update_agent_normalizers,
 )
+from unilab_jax.algos.symmetry import make_augment
 
 __all__ = [
     "TD3Config",
@@ -61,6 +65,9 @@ __all__ = [
     "td3_actor_loss",
     "td3_critic_loss",
 ]
+
+if TYPE_CHECKING:
+    from unilab_jax.envs.mirror import MirrorMap
 
 Array = jax.Array
 Params = Any
@@ -185,9 +192,15 @@ def make_td3(
     critic_dim: int,
     action_dim: int,
     axis_name: str | None = None,
+    mirror: MirrorMap | None = None,
 ) -> Agent:
-    """Build the pure FastTD3 functions. With `axis_name`, updates reduce over that mesh axis."""
+    """Build the pure FastTD3 functions. With `axis_name`, updates reduce over that mesh axis.
+
+    `mirror`: the task's mirror map, used when `config.use_symmetry` (each update trains on the
+    first half of its rows and their mirrors, `unilab_jax.algos.symmetry`).
+    """
     networks = make_td3_networks(config, action_dim)
+    augment = make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim)
     actor_opt = optax.adamw(config.actor_lr, weight_decay=config.weight_decay)
     critic_opt = optax.adamw(config.critic_lr, weight_decay=config.weight_decay)
     critic_loss = functools.partial(td3_critic_loss, networks=networks, config=config)
@@ -247,7 +260,7 @@ def make_td3(
     def update_critic(
         state: TD3State, batch: Transition, key: jax.Array
     ) -> tuple[TD3State, dict[str, Array]]:
-        batch = prepare(state, batch)
+        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
         noise = row_normal(key, batch.rewards.shape[0], action_dim, axis_name)  # [B, A]
         loss_fn = functools.partial(
             critic_loss,
@@ -279,7 +292,7 @@ def make_td3(
         state: TD3State, batch: Transition, key: jax.Array
     ) -> tuple[TD3State, dict[str, Array]]:
         del key  # the deterministic actor loss draws no noise
-        batch = prepare(state, batch)
+        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
         loss_fn = functools.partial(actor_loss, critic_params=state.critic_params, batch=batch)
         actor_params, actor_opt_state, loss, _, grad_norm = gradient_step(
             loss_fn,

@@ -79,6 +79,7 @@ import mujoco
 from flax import struct
 
 from unilab_jax import cpu_linalg
+from unilab_jax.envs.mirror import MirrorMap
 
 # mujoco.mjx prints "Failed to import warp" when the optional MuJoCo-Warp backend is absent;
 # we always select MJX's JAX implementation, so the message is noise for our users.
@@ -217,6 +218,12 @@ class Task(abc.ABC):
     def control_dt(self) -> float:
         """Seconds of simulated time per control step."""
         return float(self.model.opt.timestep) * self.n_frames
+
+    @property
+    def mirror(self) -> MirrorMap | None:
+        """The task's left-right mirror map (``unilab_jax.envs.mirror``), which symmetry
+        augmentation (``use_symmetry``) needs; None: the task declares no symmetry."""
+        return None
 
     # ----------------------------------------------------------------- pure pieces
     @abc.abstractmethod
@@ -426,6 +433,12 @@ class FunctionalEnv(abc.ABC):
         run's discount (None: no suggestion)."""
         return None
 
+    @property
+    def mirror(self) -> MirrorMap | None:
+        """The left-right mirror map of observations and actions, for symmetry augmentation
+        (None: no symmetry declared; adapters declare none)."""
+        return None
+
     @abc.abstractmethod
     def reset(self, key: jax.Array) -> EnvState:
         """Start one episode from ``key``."""
@@ -495,6 +508,10 @@ class Env(FunctionalEnv):
     @property
     def reward_bounds(self) -> tuple[float, float] | None:
         return self.task.reward_bounds
+
+    @property
+    def mirror(self) -> MirrorMap | None:
+        return self.task.mirror
 
     def reset(self, key: jax.Array) -> EnvState:
         """Start one episode from ``key``."""

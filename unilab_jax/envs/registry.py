@@ -40,6 +40,7 @@ __all__ = [
     "default_config",
     "load",
     "make_task",
+    "mirrored_names",
     "register",
     "registered_names",
 ]
@@ -72,6 +73,19 @@ def register(
 def registered_names() -> list[str]:
     """All registered environment names, sorted."""
     return sorted(_REGISTRY)
+
+
+def mirrored_names() -> list[str]:
+    """Registered tasks that declare a left-right mirror map (their class overrides
+    ``Task.mirror``), i.e. the tasks symmetry augmentation works on; read from the classes,
+    so no model is built."""
+    return [
+        name
+        for name, entry in sorted(_REGISTRY.items())
+        if isinstance(entry.factory, type)
+        and issubclass(entry.factory, Task)
+        and entry.factory.mirror is not Task.mirror
+    ]
 
 
 def available_names() -> list[str]:

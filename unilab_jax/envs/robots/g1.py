@@ -119,6 +119,16 @@ import mujoco
 import numpy as np
 
 from unilab_jax.envs.base import Task
+from unilab_jax.envs.mirror import (
+    COMMAND,
+    PSEUDOVECTOR,
+    VECTOR,
+    MirrorMap,
+    concat,
+    floating_base_mirror,
+    hinge_mirror,
+    signs,
+)
 from unilab_jax.envs.robots.assets import robot_mjcf_path
 from unilab_jax.envs.robots.common import base_state
 
@@ -354,10 +364,23 @@ class G1WalkFlat(Task):
         data.qpos[:] = qpos0
         mujoco.mj_kinematics(model, data)
         self._site_rest_height = float(np.mean(data.site_xpos[np.asarray(self._foot_sites), 2]))
+        self._mirror = self._build_mirror()
 
     @property
     def model(self) -> mujoco.MjModel:
         return self._model
+
+    @property
+    def mirror(self) -> MirrorMap:
+        """Left-right mirror map (module docstring, "Mirror")."""
+        return self._mirror
+
+    def _build_mirror(self) -> MirrorMap:
+        joints = hinge_mirror(self._model, self.joint_names)  # also the action's map
+        clock = signs(-1.0, -1.0)  # phase + 1/2: the feet swap their half-periods
+        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, joints, COMMAND, clock)
+        qpos, qvel = floating_base_mirror(joints)
+        return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=joints, qpos=qpos, qvel=qvel)
 
     @property
     def default_qpos(self) -> jax.Array:

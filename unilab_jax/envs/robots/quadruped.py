@@ -79,6 +79,16 @@ import mujoco
 import numpy as np
 
 from unilab_jax.envs.base import Task
+from unilab_jax.envs.mirror import (
+    COMMAND,
+    PSEUDOVECTOR,
+    VECTOR,
+    MirrorMap,
+    SignedPermutation,
+    concat,
+    floating_base_mirror,
+    hinge_mirror,
+)
 from unilab_jax.envs.robots.assets import robot_mjcf_path
 from unilab_jax.envs.robots.common import base_state
 
@@ -310,6 +320,7 @@ class QuadrupedJoystick(Task):
         # Trot pairs: (FL, RR) = A, (FR, RL) = B; per leg, 0 for pair A and 1 for pair B.
         self._leg_pair = tuple(0 if leg in ("FL", "RR") else 1 for leg in leg_of)
         self._phase_step = 2.0 * math.pi * cfg.gait_frequency * self.control_dt
+        self._mirror = self._build_mirror(names)
 
     @classmethod
     def default_config(cls) -> QuadrupedJoystickConfig:
@@ -318,6 +329,20 @@ class QuadrupedJoystick(Task):
     @property
     def model(self) -> mujoco.MjModel:
         return self._model
+
+    @property
+    def mirror(self) -> MirrorMap:
+        """Left-right mirror map (module docstring, "Mirror")."""
+        return self._mirror
+
+    def _build_mirror(self, joint_names: list[str]) -> MirrorMap:
+        joints = hinge_mirror(self._model, joint_names)  # also the action's map
+        # FL <-> FR and RL <-> RR exchange the trot pairs: (sin A, cos A, sin B, cos B) ->
+        # (sin B, cos B, sin A, cos A), i.e. the phase shifted by half a cycle.
+        clock = SignedPermutation((2, 3, 0, 1), (1.0, 1.0, 1.0, 1.0))
+        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, joints, COMMAND, clock)
+        qpos, qvel = floating_base_mirror(joints)
+        return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=joints, qpos=qpos, qvel=qvel)
 
     @property
     def default_pose(self) -> jax.Array:

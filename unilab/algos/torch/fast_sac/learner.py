@@ -23,8 +23,11 @@ Deliberate deviations from the reference, all matching the JAX core:
 - `critic_grad_norm` / `actor_grad_norm` are always the pre-clipping global norm.
 - `update_critic(batch, noise=None)` / `update_actor(batch, noise=None)` accept the standard
   normal `[B, A]` draw, so a test can feed both frameworks the same noise.
-- Symmetry augmentation is not implemented (`use_symmetry=True` raises): no task of this
-  project has a mirror map, and the JAX core has none. `amp_dtype="fp16"` (GradScaler) is not
+- Symmetry augmentation (`use_symmetry=True` with `mirror`, the task's `MirrorMap`) trains
+  each update on the first half of the rows it is given plus their mirrors, as the JAX core
+  does: a gradient step sees as many rows as `update_critic` was given (the reference's runner
+  halved `batch_size` and its learner doubled the batch back; `common.symmetry`). An explicit
+  `noise` `[B, A]` covers the augmented rows. `amp_dtype="fp16"` (GradScaler) is not
   implemented; bf16 autocast is, on CUDA/XPU only, as in the reference. `use_amp`,
   `use_compile` (CUDA only) and `world_size > 1` (gradient all-reduce; `torch.distributed` must
   be initialised) follow the reference but are not exercised by the CPU tests.
@@ -37,7 +40,7 @@ import contextlib
 import copy
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -51,8 +54,12 @@ from unilab.algos.torch.common.networks import (
     hidden_layers,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
+from unilab.algos.torch.common.symmetry import augmented, check_mirror
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
 from unilab_jax.algos.config import SACConfig
+
+if TYPE_CHECKING:
+    from unilab_jax.envs.mirror import MirrorMap
 
 __all__ = [
     "DistributionalQNetwork",
@@ -260,9 +267,8 @@ class FastSACLearner(ObsNormalizingLearner):
         use_compile: bool = False,
         use_symmetry: bool = False,
         world_size: int = 1,
+        mirror: MirrorMap | None = None,
     ) -> None:
-        if use_symmetry:
-            raise NotImplementedError("FastSACLearner: symmetry augmentation is not implemented")
         self.device = torch.device(device)
         self.obs_dim = obs_dim
         self.action_dim = action_dim
@@ -288,11 +294,17 @@ class FastSACLearner(ObsNormalizingLearner):
             log_std_min=log_std_min,
             log_std_max=log_std_max,
             obs_normalization=obs_normalization,
+            use_symmetry=use_symmetry,
         )
         self.config.validate()  # one line naming a setting that cannot work, before any net
         self.target_entropy = -action_dim * target_entropy_ratio
         self.world_size = world_size
-        self.use_symmetry = False
+        self.use_symmetry = use_symmetry
+        if mirror is not None:
+            check_mirror(mirror, obs_dim, self.critic_obs_dim, action_dim, "FastSACLearner")
+        #: The task's mirror map (``unilab_jax.envs.load(name).mirror``), used with
+        #: ``use_symmetry``; the runner fills it in from its task when it is None.
+        self.mirror = mirror
         self.update_count = 0
 
         self.actor = SACActor(
@@ -433,7 +445,7 @@ class FastSACLearner(ObsNormalizingLearner):
 
         `noise`: optional standard normal `[B, A]` for the next-action sample.
         """
-        loss, aux = self.compute_critic_loss(batch, noise)
+        loss, aux = self.compute_critic_loss(augmented(self, batch), noise)
         grad_norm, _ = guarded_step(
             loss,
             list(self.qnet.parameters()),
@@ -463,7 +475,7 @@ class FastSACLearner(ObsNormalizingLearner):
 
     def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One actor step. `noise`: optional standard normal `[B, A]` for the action sample."""
-        loss, aux = self.compute_actor_loss(batch, noise)
+        loss, aux = self.compute_actor_loss(augmented(self, batch), noise)
         grad_norm, _ = guarded_step(
             loss,
             list(self.actor.parameters()),

@@ -27,6 +27,9 @@ Deliberate deviations from the reference, all matching the JAX core:
 - A step is skipped when the loss *or* the gradient norm is non-finite; a skipped step still
   reports the computed metrics (the reference returned NaNs).
 - `update_critic(batch, noise=None)` accepts the standard normal `[B, A]` smoothing draw.
+- Symmetry augmentation (`use_symmetry=True` with `mirror`, the task's `MirrorMap`; the
+  reference offered it for FastSAC only) as in FastSAC and the JAX core: each update trains on
+  the first half of its rows plus their mirrors (`common.symmetry`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -48,8 +51,12 @@ from unilab.algos.torch.common.networks import (
     hidden_layers,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
+from unilab.algos.torch.common.symmetry import augmented, check_mirror
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
 from unilab_jax.algos.config import TD3Config
+
+if TYPE_CHECKING:
+    from unilab_jax.envs.mirror import MirrorMap
 
 __all__ = ["FastTD3Learner", "TD3Actor", "cdq_target"]
 
@@ -181,6 +188,8 @@ class FastTD3Learner(ObsNormalizingLearner):
         use_cdq: bool = _DEFAULTS.use_cdq,
         obs_normalization: bool = _DEFAULTS.obs_normalization,
         world_size: int = 1,
+        use_symmetry: bool = _DEFAULTS.use_symmetry,
+        mirror: MirrorMap | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.world_size = world_size
@@ -206,9 +215,16 @@ class FastTD3Learner(ObsNormalizingLearner):
             init_scale=init_scale,
             use_cdq=use_cdq,
             obs_normalization=obs_normalization,
+            use_symmetry=use_symmetry,
         )
         self.config.validate()  # one line naming a setting that cannot work, before any net
         self.update_count = 0
+        self.use_symmetry = use_symmetry
+        if mirror is not None:
+            check_mirror(mirror, obs_dim, self.critic_obs_dim, action_dim, "FastTD3Learner")
+        #: The task's mirror map (``unilab_jax.envs.load(name).mirror``), used with
+        #: ``use_symmetry``; the runner fills it in from its task when it is None.
+        self.mirror = mirror
 
         self.actor = TD3Actor(
             obs_dim,
@@ -301,7 +317,7 @@ class FastTD3Learner(ObsNormalizingLearner):
 
     def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One critic step. `noise`: optional standard normal `[B, A]` smoothing draw."""
-        loss, aux = self.compute_critic_loss(batch, noise)
+        loss, aux = self.compute_critic_loss(augmented(self, batch), noise)
         grad_norm, _ = guarded_step(
             loss,
             list(self.qnet.parameters()),
@@ -324,7 +340,7 @@ class FastTD3Learner(ObsNormalizingLearner):
     def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One actor step. `noise` is accepted for symmetry with FastSAC and unused."""
         del noise  # the deterministic actor loss draws no noise
-        loss = self.compute_actor_loss(batch)
+        loss = self.compute_actor_loss(augmented(self, batch))
         grad_norm, _ = guarded_step(
             loss,
             list(self.actor.parameters()),

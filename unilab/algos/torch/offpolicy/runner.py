@@ -179,6 +179,9 @@ class OffPolicyRunner(TorchLoop):
         dims = settings.env_dims(self.env_name, self.env_cfg_override)
         self.obs_dim, self.action_dim, self.critic_dim = dims
         settings.check_learner_dims(self.learner, self.env_name, dims)
+        settings.attach_task_mirror(
+            self.learner, self.env_name, self.env_cfg_override, self.batch_size
+        )
         if self.actor_kwargs is None:
             self.actor_kwargs = actor_kwargs_from_learner(self.learner)
         candidate = build_actor(

@@ -415,6 +415,8 @@ class TorchLoop(AsyncRunner):
         )
         self._active_logger = logger
         logger.set_collection_sync(self.sync_collection, self.env_steps_per_sync)
+        if getattr(self.learner, "use_symmetry", False):  # the reference's status line
+            logger.log_status("Symmetry augmentation: enabled")
         for status in self._batches.statuses(self):
             logger.log_status(status)
         return logger
