@@ -35,6 +35,18 @@ def test_the_scale_follows_the_jax_backend_and_none_turns_presets_off():
         get_preset("CheetahRun", "big")
 
 
+def test_our_robots_collect_with_c_mujoco_on_a_cpu_playgrounds_stay_on_mjx():
+    for env in ("Go1JoystickFlat", "Go2JoystickFlat", "G1WalkFlat"):
+        config, _ = preset_configs(env, "td3", "cpu")
+        assert config.physics == "mujoco"
+        config.validate()
+        assert preset_configs(env, "td3", "gpu")[0].physics == "mjx"
+    assert preset_configs("playground/Go1JoystickFlatTerrain", "td3", "cpu")[0].physics == "mjx"
+    assert "physics=mujoco" in preset_line(get_preset("G1WalkFlat", "cpu"), "td3")
+    config, _ = preset_configs("G1WalkFlat", "td3", "cpu", train={"physics": "mjx"})
+    assert config.physics == "mjx"  # a given value wins
+
+
 def test_given_values_win_over_the_preset():
     config, algo = preset_configs(
         "playground/CartpoleBalance",

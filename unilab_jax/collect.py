@@ -274,9 +274,15 @@ class MujocoCollection:
         return chunk, stats
 
     def _policy_copy(self, agent_state: Any) -> Any:
-        """The agent state the collector acts with, on its device; a copy whenever the learner
-        may donate (delete) its buffers while the collector still acts."""
+        """The agent state the collector acts with, on its device: a copy, since the learner
+        donates (deletes) its buffers while the overlapped collector still acts."""
         return jax.device_put(agent_state, self.device, donate=False, may_alias=False)
+
+    def _policy_now(self, agent_state: Any) -> Any:
+        """The agent state for a collection that ends before the learner runs again (no copy
+        when the collector shares the learner's device)."""
+        on_device = {d for leaf in jax.tree.leaves(agent_state) for d in leaf.devices()}
+        return agent_state if on_device == {self.device} else self._policy_copy(agent_state)
 
     def block_step(self, num_iterations: int, precision: Callable[[], Any]) -> Callable:
         """``step(state) -> (state, metrics)``: ``num_iterations`` iterations of collection and
@@ -292,7 +298,7 @@ class MujocoCollection:
             records, lags = [], []
             times = {"collect": 0.0, "learn_wait": 0.0}
             t0 = time.perf_counter()
-            chunk, stats = self._collect(self._policy_copy(learner.agent), first)
+            chunk, stats = self._collect(self._policy_now(learner.agent), first)
             times["collect"] += time.perf_counter() - t0
             for i in range(num_iterations):
                 policy = self._policy_copy(learner.agent) if overlap else None
@@ -305,7 +311,7 @@ class MujocoCollection:
                 if overlap:  # runs while the learner computes
                     chunk, stats = self._collect(policy, first + i + 1)
                 else:
-                    chunk, stats = self._collect(self._policy_copy(learner.agent), first + i + 1)
+                    chunk, stats = self._collect(self._policy_now(learner.agent), first + i + 1)
                 times["collect"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             learned = jax.device_get([r[1] for r in records])

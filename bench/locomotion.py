@@ -1,0 +1,165 @@
+"""Robot locomotion on this machine: the core's training speed with MJX and with C MuJoCo
+collection, side by side (``speed``).
+
+``python -m bench.locomotion speed`` trains G1WalkFlat and Go1JoystickFlat with the same
+learner settings (the task's ``locomotion/cpu`` preset, TD3, ``--num-envs`` overridden) three
+ways, each in a child process of its own, one after the other in one run: MJX (the fused device
+step), C MuJoCo collection with the sync schedule and with the overlapped one
+(``TrainConfig.physics="mujoco"``, ``collection="sync"|"overlap"``). It reports the training
+env steps/s and gradient updates/s over the blocks after the first (the first holds the
+compile and the warm-up before the replay threshold) and the ratio of each C MuJoCo schedule to
+MJX. Nothing is evaluated (``eval_envs=0``) and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from bench.common import (
+    add_common_args,
+    ensure_repo_on_path,
+    markdown_table,
+    record_section,
+)
+
+ensure_repo_on_path()
+
+TASKS = ("G1WalkFlat", "Go1JoystickFlat")
+WAYS = (("mjx", "sync"), ("mujoco", "sync"), ("mujoco", "overlap"))
+
+
+def _child(spec: dict) -> dict:
+    """One timed training run (in this process); returns its figures."""
+    from unilab_jax.presets import preset_configs
+    from unilab_jax.trainer import Trainer, train
+
+    config, algo = preset_configs(spec["env"], "td3", scale="cpu")
+    config = config.replace(
+        num_envs=spec["num_envs"],
+        max_iterations=spec["blocks"] * spec["block"],
+        log_interval=spec["block"],
+        eval_envs=0,
+        save_interval=0,
+        learning_starts=0,
+        physics=spec["physics"],
+        collection=spec["collection"],
+    )
+    start = time.perf_counter()
+    trainer = Trainer(config, algo)
+    records: list[dict] = []
+
+    def on_block(record: dict) -> None:
+        records.append({**record, "t": time.perf_counter()})
+
+    train(config, trainer=trainer, quiet=True, logger="none", on_block=on_block)
+    trainer.close()
+    timed = records[1:]
+    seconds = timed[-1]["t"] - records[0]["t"]
+    iterations = timed[-1]["iteration"] - records[0]["iteration"]
+    steps = iterations * config.num_envs * config.env_steps_per_sync
+    return {
+        **spec,
+        "env_steps_per_sec": steps / seconds,
+        "updates_per_sec": iterations * config.updates_per_step / seconds,
+        "sec_per_iter": seconds / iterations,
+        "collect_sec_per_iter": (
+            sum(r.get("collect_sec_per_iter", 0.0) for r in timed) / len(timed)
+        ),
+        "first_block_sec": records[0]["t"] - start,
+        "timed_iterations": iterations,
+        "batch_size": config.batch_size,
+        "updates_per_step": config.updates_per_step,
+    }
+
+
+def _run_child(spec: dict, timeout: int) -> dict:
+    env = dict(os.environ)
+    if spec["collection"] == "overlap":  # the collector's CPU device apart from the learner's
+        flags = env.get("XLA_FLAGS", "")
+        env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=2".strip()
+    cmd = [sys.executable, "-m", "bench.locomotion", "--child", json.dumps(spec)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**spec, "error": f"timed out after {timeout} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        return {**spec, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    return json.loads(lines[-1])
+
+
+def speed(args: argparse.Namespace) -> None:
+    rows, results = [], []
+    for env in args.tasks:
+        for num_envs in args.num_envs:
+            base = None
+            for physics, collection in WAYS:
+                # MJX is slow on robots here: fewer blocks of fewer iterations.
+                slow = physics == "mjx" and env == "G1WalkFlat"
+                spec = {
+                    "env": env, "num_envs": num_envs, "physics": physics,
+                    "collection": collection,
+                    "block": args.block // 4 if slow else args.block,
+                    "blocks": max(3, args.blocks // 2) if slow else args.blocks,
+                }  # fmt: skip
+                print(f"running {spec}", flush=True)
+                out = _run_child(spec, args.timeout)
+                results.append(out)
+                if "error" in out:
+                    print(f"  failed: {out['error']}", flush=True)
+                    rows.append([env, num_envs, f"{physics}/{collection}", "failed", "", "", ""])
+                    continue
+                if physics == "mjx":
+                    base = out["env_steps_per_sec"]
+                ratio = f"{out['env_steps_per_sec'] / base:.1f}x" if base else ""
+                print(f"  {out['env_steps_per_sec']:.0f} env steps/s", flush=True)
+                rows.append([
+                    env, num_envs, f"{physics}/{collection}", f"{out['env_steps_per_sec']:,.0f}",
+                    f"{out['updates_per_sec']:,.0f}", f"{1000 * out['sec_per_iter']:.1f}",
+                    ratio,
+                ])  # fmt: skip
+    table = markdown_table(
+        ["task", "envs", "physics / collection", "env steps/s", "updates/s", "ms / iteration",
+         "vs MJX"],  # fmt: skip
+        rows,
+    )
+    print(table)
+    if not args.no_record:
+        record_section(
+            "locomotion-speed",
+            "Robot training speed: MJX against C MuJoCo collection (bench/locomotion.py speed)",
+            table,
+            notes=[
+                "TD3 at the task's locomotion/cpu preset (batch, updates per step, widths), "
+                "learning from the first iteration (learning_starts 0), no evaluation; each "
+                "row one child process, all rows in this one run. Env steps/s and updates/s "
+                "over the blocks after the first (which holds the compile). The overlapped "
+                "schedule runs its collector on a second forced host CPU device.",
+            ],
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", nargs="?", choices=("speed",), default="speed")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS))
+    parser.add_argument("--num-envs", nargs="+", type=int, default=[1024])
+    parser.add_argument("--block", type=int, default=20, help="iterations per block")
+    parser.add_argument("--blocks", type=int, default=4, help="blocks per run (first untimed)")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per child")
+    add_common_args(parser, repeats=1)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(json.loads(args.child))), flush=True)
+        return
+    speed(args)
+
+
+if __name__ == "__main__":
+    main()
