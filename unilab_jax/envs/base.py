@@ -6,6 +6,8 @@ Where each concept lives (this module first):
   (anything with ``mjx.Data``-named fields: ``qpos``, ``qvel``, ``xpos``, ``xmat``,
   ``sensordata``, ...). Tasks never call a simulator, so the same observation and reward math
   runs on every backend.
+* ``Task.mirror`` (here; the maps in ``mirror.py``): a task's left-right mirror map, which the
+  robot tasks declare and symmetry augmentation (``use_symmetry``) needs; None elsewhere.
 * :class:`EnvState` (here): one env's state between steps (physics, observation groups,
   reward, flags, carry); :class:`UnknownEnvError` (here): a name no registry knows.
 * The step pipeline (here): :func:`draw_initial_conditions` (the random part of a reset),
