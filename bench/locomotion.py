@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 from bench.common import (
     add_common_args,
     ensure_repo_on_path,
@@ -124,8 +126,15 @@ def speed(args: argparse.Namespace) -> None:
                     ratio,
                 ])  # fmt: skip
     table = markdown_table(
-        ["task", "envs", "physics / collection", "env steps/s", "updates/s", "ms / iteration",
-         "vs MJX"],  # fmt: skip
+        [
+            "task",
+            "envs",
+            "physics / collection",
+            "env steps/s",
+            "updates/s",
+            "ms / iteration",
+            "vs MJX",
+        ],  # fmt: skip
         rows,
     )
     print(table)
@@ -144,9 +153,85 @@ def speed(args: argparse.Namespace) -> None:
         )
 
 
+# Where each robot's actor observation holds the velocity command (vx, vy, yaw rate): the
+# modules' docstrings give the layouts.
+COMMAND_SLICE = {"G1WalkFlat": slice(93, 96), "Go1JoystickFlat": slice(42, 45),
+                 "Go2JoystickFlat": slice(42, 45)}  # fmt: skip
+
+
+def walking_figures(env: str, policies: dict[str, tuple], episodes: int, seed: int) -> dict:
+    """Walking, defined from the task's own numbers, for each ``name: (act, agent_state)``:
+    one deterministic 1000-step episode in each of ``episodes`` envs on C MuJoCo, commands
+    from the task's distribution. Per policy: the share of episodes that reach the time limit,
+    the linear-velocity tracking reward per step as a share of its maximum (the reward's
+    weight), the mean linear-velocity tracking error |v_xy - cmd_xy| in m/s (recovered from
+    the reward, ``w exp(-err^2 / sigma)``), the mean return; plus, for the same episodes, what
+    a robot standing perfectly still would score (``exp(-|cmd_xy|^2 / sigma)``)."""
+    from unilab_jax.collect import mujoco_episodes
+    from unilab_jax.envs.registry import make_task
+    from unilab_jax.envs.vec_env import MujocoVecEnv
+
+    task = make_task(env)
+    weight, sigma = task.config.w_tracking_lin_vel, task.config.tracking_sigma
+    cmd = COMMAND_SLICE[env]
+
+    def per_step(obs, state):
+        r = np.maximum(state.info["components"]["reward/tracking_lin_vel"] / weight, 1e-30)
+        command = obs["obs"][:, cmd]
+        return {
+            "lin_vel_error": np.sqrt(np.maximum(-sigma * np.log(r), 0.0)),
+            "still_tracking": np.exp(-np.sum(command[:, :2] ** 2, axis=1) / sigma),
+        }
+
+    out = {}
+    vec = MujocoVecEnv(task, env, episodes, seed)
+    try:
+        for name, (act, state) in policies.items():
+            ep = mujoco_episodes(vec, act, state, seed, per_step=per_step)
+            parts = ep["components"]
+            out[name] = {
+                "time_limit_rate": float(np.mean(ep["time_limit"])),
+                "tracking_share": float(np.mean(parts["reward/tracking_lin_vel"]) / weight),
+                "lin_vel_error": float(np.mean(parts["lin_vel_error"])),
+                "mean_return": float(np.mean(ep["returns"])),
+                "mean_length": float(np.mean(ep["lengths"])),
+                "still_tracking_share": float(np.mean(parts["still_tracking"])),
+            }
+    finally:
+        vec.close()
+    return out
+
+
+def walk(args: argparse.Namespace) -> None:
+    """Walking figures of a run's newest checkpoint beside the untrained policy."""
+    import jax
+
+    import unilab_jax
+
+    policy = unilab_jax.load_policy(args.run)
+    untrained = policy.agent.init(jax.random.PRNGKey(0))  # the same networks, fresh weights
+    act = jax.jit(policy.agent.act)
+    figures = walking_figures(policy.env, {
+        f"trained (iteration {policy.iteration})": (act, policy.state),
+        "untrained (stands)": (act, untrained),
+    }, args.episodes, args.seed)  # fmt: skip
+    rows = []
+    for name, f in figures.items():
+        rows.append([name, f"{100 * f['time_limit_rate']:.0f}%", f"{f['tracking_share']:.3f}",
+                     f"{f['lin_vel_error']:.3f}", f"{f['mean_return']:.1f}",
+                     f"{f['still_tracking_share']:.3f}"])  # fmt: skip
+    print(markdown_table(["policy", "reach time limit", "lin. tracking / max",
+                          "lin. vel. error (m/s)", "return", "standing still would score"],
+                         rows))  # fmt: skip
+    print(json.dumps(figures))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="?", choices=("speed",), default="speed")
+    parser.add_argument("what", nargs="?", choices=("speed", "walk"), default="speed")
+    parser.add_argument("run", nargs="?", help="walk: a run's log dir")
+    parser.add_argument("--episodes", type=int, default=64, help="walk: episodes (envs)")
+    parser.add_argument("--seed", type=int, default=1, help="walk: seed of the episodes")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--tasks", nargs="+", default=list(TASKS))
     parser.add_argument("--num-envs", nargs="+", type=int, default=[1024])
@@ -157,6 +242,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(_child(json.loads(args.child))), flush=True)
+        return
+    if args.what == "walk":
+        walk(args)
         return
     speed(args)
 

@@ -366,12 +366,20 @@ def _stack_metrics(stats: list[dict], learned: list[dict]) -> dict:
     return metrics
 
 
-def mujoco_episodes(vec: MujocoVecEnv, act: Callable, agent_state: Any, seed: int) -> dict:
+def mujoco_episodes(
+    vec: MujocoVecEnv,
+    act: Callable,
+    agent_state: Any,
+    seed: int,
+    per_step: Callable[[dict, Any], dict[str, np.ndarray]] | None = None,
+) -> dict:
     """One deterministic episode in every env of ``vec`` (C MuJoCo) with ``act(agent_state,
     obs)``, from unstaggered resets keyed by ``seed``; an episode stops counting at termination
     or the time limit. Returns per-episode numpy arrays: ``returns``, ``lengths``,
     ``time_limit`` (reached the time limit without terminating) and ``components``
-    (``{"reward/<name>": mean per step of that reward component over the episode}``)."""
+    (``{"reward/<name>": mean per step of that reward component over the episode}``), to which
+    ``per_step(obs, state)`` (``{name: [N]}`` from the observation the action was chosen on
+    and the step's ``VecEnvState``) adds its own quantities."""
     device = vec._cpu
     policy = jax.device_put(agent_state, device)
     state = vec.init_state(seed, stagger=False)
@@ -384,10 +392,11 @@ def mujoco_episodes(vec: MujocoVecEnv, act: Callable, agent_state: Any, seed: in
     for _ in range(vec.max_episode_steps):
         with jax.default_device(device):
             actions = np.asarray(act(policy, state.obs["obs"]))
-        state = vec.step(actions)
+        obs, state = state.obs, vec.step(actions)
         total += np.where(alive, state.reward, 0.0)
         length += alive
-        for name, values in state.info["components"].items():
+        extra = per_step(obs, state) if per_step is not None else {}
+        for name, values in {**state.info["components"], **extra}.items():
             sums[name] = sums.get(name, 0.0) + np.where(alive, values, 0.0)
         time_limit |= alive & state.truncated & ~state.terminated
         alive &= ~(state.terminated | state.truncated)
