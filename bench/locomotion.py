@@ -31,6 +31,9 @@ from bench.common import (
 
 ensure_repo_on_path()
 
+#: When this process started its work (the curves' clocks count from launch, compile included).
+LAUNCHED = time.time()
+
 TASKS = ("G1WalkFlat", "Go1JoystickFlat")
 WAYS = (("mjx", "sync"), ("mujoco", "sync"), ("mujoco", "overlap"))
 
@@ -226,9 +229,161 @@ def walk(args: argparse.Namespace) -> None:
     print(json.dumps(figures))
 
 
+def train_run(args: argparse.Namespace) -> None:
+    """Train ``--env`` with the core (C MuJoCo collection unless ``--physics mjx``) for
+    ``--minutes`` of training, keeping the agent every ``--snapshot-every`` iterations with its
+    env steps and wall-clock; afterwards (outside the clock) evaluate every snapshot with
+    ``walking_figures`` and write the curve to ``--out`` (JSON lines)."""
+    import signal
+    import threading
+
+    import jax
+
+    from unilab_jax.interrupts import RunStopped
+    from unilab_jax.presets import preset_configs
+    from unilab_jax.sinks import BaseSink, PlainLineSink
+    from unilab_jax.trainer import Trainer, train
+
+    train_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    algo_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.algo_set)}
+    config, algo = preset_configs(
+        args.env, args.algo, "cpu", train=train_set, algo_settings=algo_set
+    )
+    config = config.replace(eval_envs=0, save_interval=0, physics=args.physics)
+    trainer = Trainer(config, algo)
+    snapshots: list[dict] = []
+
+    class Snapshots(BaseSink):
+        def block(self, record, state):
+            if record["iteration"] % args.snapshot_every == 0 or not snapshots:
+                snapshots.append(
+                    {
+                        "iteration": record["iteration"],
+                        "env_steps": record["env_steps"],
+                        "wall_sec": time.time() - LAUNCHED,
+                        "agent": jax.device_get(state.agent),
+                    }
+                )
+
+    # The budget: a SIGINT to ourselves after --minutes stops the run after its block.
+    timer = threading.Timer(60 * args.minutes, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.daemon = True
+    timer.start()
+    try:
+        train(config, trainer=trainer, sinks=[PlainLineSink(), Snapshots()], quiet=True)
+    except RunStopped as stop:
+        print(f"stopped by the budget at iteration {stop.iteration}", flush=True)
+    finally:
+        timer.cancel()
+    act = jax.jit(trainer.agent.act)
+    untrained = trainer.agent.init(jax.random.PRNGKey(0))
+    rows = [
+        {
+            "policy": "untrained",
+            **walking_figures(args.env, {"untrained": (act, untrained)}, args.episodes, args.seed)[
+                "untrained"
+            ],
+        }
+    ]
+    for snap in snapshots:
+        fig = walking_figures(args.env, {"p": (act, snap["agent"])}, args.episodes, args.seed)
+        rows.append({"policy": "trained", **{k: v for k, v in snap.items() if k != "agent"},
+                     **fig["p"]})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    trainer.close()
+    settings = {"train": {k: str(v) for k, v in config.__dict__.items()}, "algo": algo}
+    with open(args.out, "a") as out:
+        for row in rows:
+            out.write(json.dumps({"env": args.env, "algo": args.algo, "label": args.label,
+                                  "path": "jax", "settings": settings, **row}) + "\n")  # fmt: skip
+
+
+def torch_run(args: argparse.Namespace) -> None:
+    """The same recipe through the facade's torch path (``OffPolicyRunner``,
+    ``sim_backend="mujoco"``: a collector process on C MuJoCo, the torch learner; the
+    reference's architecture) for ``--minutes``, saving ``model_<it>.pt`` every
+    ``--snapshot-every`` iterations; afterwards every checkpoint is evaluated with
+    ``walking_figures`` (wall-clock from the file's time) and written to ``--out``."""
+    import dataclasses
+    import inspect
+    import signal
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    import jax
+
+    import unilab_jax
+    from unilab.algos.torch.fast_sac.learner import FastSACLearner
+    from unilab.algos.torch.fast_td3.learner import FastTD3Learner
+    from unilab.algos.torch.offpolicy import OffPolicyRunner
+    from unilab_jax.envs import load
+    from unilab_jax.interrupts import RunStopped
+    from unilab_jax.presets import preset_configs
+    from unilab_jax.trainer import resolve_algo_config
+
+    train_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    algo_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.algo_set)}
+    config, algo = preset_configs(
+        args.env, args.algo, "cpu", train=train_set, algo_settings=algo_set
+    )
+    env = load(args.env)
+    cfg = resolve_algo_config(args.algo, env, algo)  # the core's values, support included
+    cls = FastTD3Learner if args.algo == "td3" else FastSACLearner
+    accepted = set(inspect.signature(cls.__init__).parameters)
+    kwargs = {k: v for k, v in dataclasses.asdict(cfg).items() if k in accepted}
+    extra = {"num_envs": config.num_envs} if args.algo == "td3" else {}
+    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **extra, **kwargs)
+    runner = OffPolicyRunner(
+        learner, args.env, args.algo, num_envs=config.num_envs,
+        replay_buffer_n=config.replay_buffer_n, batch_size=config.batch_size,
+        learning_starts=config.learning_starts, updates_per_step=config.updates_per_step,
+        policy_frequency=config.resolved_policy_frequency, actor_hidden_dim=cfg.actor_hidden_dim,
+        seed=config.seed, sim_backend="mujoco",
+    )  # fmt: skip
+    warmup = -(-config.train_start_rows // config.num_envs)  # chunks before the 1st iteration
+    log_dir = Path(tempfile.mkdtemp(prefix="torch_locomotion_"))
+    timer = threading.Timer(60 * args.minutes, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.daemon = True
+    timer.start()
+    try:
+        runner.learn(10**7, save_interval=args.snapshot_every, log_dir=str(log_dir),
+                     logger_type="no_print")  # fmt: skip
+    except RunStopped as stop:
+        print(f"stopped by the budget at iteration {stop.iteration}", flush=True)
+    finally:
+        timer.cancel()
+        runner.close()
+    rows = []
+    for ckpt in sorted(log_dir.glob("model_*.pt"), key=lambda q: int(q.stem.split("_")[1])):
+        policy = unilab_jax.load_policy(ckpt)
+        act = jax.jit(policy.agent.act)
+        fig = walking_figures(args.env, {"p": (act, policy.state)}, args.episodes, args.seed)
+        it = int(ckpt.stem.split("_")[1])
+        rows.append({"policy": "trained", "iteration": it,
+                     "env_steps": (it + warmup) * config.num_envs,
+                     "wall_sec": ckpt.stat().st_mtime - LAUNCHED, **fig["p"]})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    with open(args.out, "a") as out:
+        for row in rows:
+            out.write(json.dumps({"env": args.env, "algo": args.algo, "label": args.label,
+                                  "path": "torch", **row}) + "\n")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="?", choices=("speed", "walk"), default="speed")
+    parser.add_argument(
+        "what", nargs="?", choices=("speed", "walk", "train", "torch"), default="speed"
+    )
+    parser.add_argument("--env", default="Go1JoystickFlat", help="train: the task")
+    parser.add_argument("--algo", default="td3", help="train: the algorithm")
+    parser.add_argument("--physics", default="mujoco", help="train: mjx or mujoco")
+    parser.add_argument("--minutes", type=float, default=60.0, help="train: training budget")
+    parser.add_argument("--snapshot-every", type=int, default=2000, help="train: iterations")
+    parser.add_argument("--set", nargs="*", default=[], help="train: TrainConfig k=json")
+    parser.add_argument("--algo-set", nargs="*", default=[], help="train: algo k=json")
+    parser.add_argument("--label", default="", help="train: a name for the rows")
+    parser.add_argument("--out", default="bench/locomotion_rows.json", help="train: rows")
     parser.add_argument("run", nargs="?", help="walk: a run's log dir")
     parser.add_argument("--episodes", type=int, default=64, help="walk: episodes (envs)")
     parser.add_argument("--seed", type=int, default=1, help="walk: seed of the episodes")
@@ -245,6 +400,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.what == "walk":
         walk(args)
+        return
+    if args.what == "train":
+        train_run(args)
+        return
+    if args.what == "torch":
+        torch_run(args)
         return
     speed(args)
 
