@@ -116,6 +116,15 @@ def test_a_loaded_policy_evaluates_on_c_mujoco_as_the_trainer_did(run, trainer):
     tracking = episodes.components["reward/tracking_lin_vel"]
     assert tracking.shape == (GO1.eval_envs,) and np.all((tracking > 0) & (tracking <= 1))
     assert report["reward/tracking_lin_vel_per_step"] == pytest.approx(float(np.mean(tracking)))
+    # play's rollout follows the run's physics too: the same episodes, frame by frame.
+    from unilab_jax.envs import load
+    from unilab_jax.play import rollout_mujoco
+
+    env = load(GO1.env, config_override=GO1.env_overrides)
+    played = rollout_mujoco(policy, env, GO1.eval_envs, 20, GO1.seed + 1)
+    np.testing.assert_allclose(played.returns, episodes.returns, rtol=1e-6)
+    np.testing.assert_array_equal(played.lengths, episodes.lengths)
+    assert played.qpos.shape == (20, GO1.eval_envs, env.task.model.nq)
 
 
 def _cli(args, log_dir):

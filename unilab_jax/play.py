@@ -306,6 +306,35 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
     return Rollout(*(np.asarray(x) for x in out))
 
 
+def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) -> Rollout:
+    """:func:`rollout` on C MuJoCo (the physics a ``physics="mujoco"`` run trained on): the
+    same resets (keyed by ``seed``), the deterministic policy, qpos/qvel before each step."""
+    import jax
+
+    from unilab_jax.envs.vec_env import MujocoVecEnv
+
+    vec = MujocoVecEnv(env.task, policy.env, episodes, seed)
+    act = jax.jit(policy.agent.act)
+    try:
+        state = vec.init_state(seed, stagger=False)
+        alive = np.ones(episodes, bool)
+        total = np.zeros(episodes, np.float32)
+        length = np.zeros(episodes, np.int32)
+        qpos, qvel, alives = [], [], []
+        with policy.precision():
+            for _ in range(steps):
+                qpos.append(np.array(vec.batch.qpos, np.float32))
+                qvel.append(np.array(vec.batch.qvel, np.float32))
+                alives.append(alive.copy())
+                state = vec.step(np.asarray(act(policy.state, state.obs["obs"])))
+                total += np.where(alive, state.reward, 0.0)
+                length += alive
+                alive &= ~(state.terminated | state.truncated)
+    finally:
+        vec.close()
+    return Rollout(total, length, np.stack(qpos), np.stack(qvel), np.stack(alives))
+
+
 # ------------------------------------------------------------------------- video
 def _imageio():
     """``imageio.v2`` with its ffmpeg binary, or RenderError naming the extra."""
@@ -422,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--step", type=int, default=None, help="checkpoint iteration (newest)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial states (0)")
     parser.add_argument(
+        "--physics",
+        choices=("mjx", "mujoco"),
+        default=None,
+        help="physics of the rollout: mjx or mujoco (C MuJoCo; our tasks) (default: the run's)",
+    )
+    parser.add_argument(
         "--wandb",
         action="store_true",
         help="also log the video and the mean return into the run's own wandb run (a run "
@@ -537,7 +572,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = args.steps or env.episode_length
     if args.wandb and args.video is None:
         args.video = wandb_dir / "videos" / f"iteration_{policy.iteration}.mp4"
-    result = rollout(policy, env, source, args.episodes, steps, args.seed)
+    physics = args.physics or policy.config.get("train", {}).get("physics", "mjx")
+    if physics == "mujoco" and getattr(env, "task", None) is None:
+        print(f"error: {policy.env} is a JAX environment and runs on MJX only", file=sys.stderr)
+        return 2
+    if physics == "mujoco":
+        result = rollout_mujoco(policy, env, args.episodes, steps, args.seed)
+    else:
+        result = rollout(policy, env, source, args.episodes, steps, args.seed)
     for e in range(args.episodes):
         print(
             f"{policy.env} ({policy.algo}, iteration {policy.iteration}): episode {e + 1} "
