@@ -113,7 +113,6 @@ class MujocoCollection:
         self._eval_envs: dict[int, MujocoVecEnv] = {}
         self._sharded = NamedSharding(mesh, P(DATA_AXIS))
         self._chunk_sharding = NamedSharding(mesh, P(None, DATA_AXIS))
-        self._replicated = NamedSharding(mesh, P())
         self._explore_key = jax.random.fold_in(jax.random.PRNGKey(config.seed), _EXPLORE_STREAM)
         # The collector's carry (host side); ``_current`` is the TrainState it belongs to.
         self._explore_state: Any = None
@@ -296,10 +295,10 @@ class MujocoCollection:
             learner = LearnerState(state.agent, state.replay, state.key, state.iteration)
             first = int(state.iteration)
             records, lags = [], []
-            times = {"collect": 0.0, "learn_wait": 0.0}
+            collect_sec = 0.0
             t0 = time.perf_counter()
             chunk, stats = self._collect(self._policy_now(learner.agent), first)
-            times["collect"] += time.perf_counter() - t0
+            collect_sec += time.perf_counter() - t0
             for i in range(num_iterations):
                 policy = self._policy_copy(learner.agent) if overlap else None
                 learner, learned = learn(learner, jax.device_put(chunk, self._chunk_sharding))
@@ -312,13 +311,11 @@ class MujocoCollection:
                     chunk, stats = self._collect(policy, first + i + 1)
                 else:
                     chunk, stats = self._collect(self._policy_now(learner.agent), first + i + 1)
-                times["collect"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
+                collect_sec += time.perf_counter() - t0
             learned = jax.device_get([r[1] for r in records])
-            times["learn_wait"] = time.perf_counter() - t0
             metrics = _stack_metrics([r[0] for r in records], learned)
             metrics["policy_lag"] = np.asarray(lags, np.float32)
-            metrics["collect_sec"] = np.full(num_iterations, times["collect"] / num_iterations)
+            metrics["collect_sec"] = np.full(num_iterations, collect_sec / num_iterations)
             return self._pack(learner), metrics
 
         return step

@@ -428,14 +428,6 @@ class MujocoVecEnv(VecEnv):
             jax.vmap(lambda a, ts: jnp.asarray(task.ctrl_from_action(a, ts), jnp.float32))
         )
         self._observe_fn = jax.jit(jax.vmap(lambda d, ts: observation_groups(task, d, ts)))
-
-        def observe_rows(view_rows: Any, task_state: Any, rows: jax.Array) -> Any:
-            picked = jax.tree.map(lambda x: x[rows], task_state)
-            return jax.vmap(lambda d, ts: observation_groups(task, d, ts))(view_rows, picked)
-
-        # The fresh observation of the reset rows only (padded to a few fixed sizes, so that
-        # it compiles at most a handful of times): a step resets a few envs of thousands.
-        self._observe_rows_fn = jax.jit(observe_rows)
         self._initial_fn = jax.jit(jax.vmap(lambda k: draw_initial_conditions(task, k)))
 
         def post(*args: Any) -> tuple[EnvState, tuple[jax.Array, jax.Array]]:
@@ -498,10 +490,8 @@ class MujocoVecEnv(VecEnv):
                 ids = np.flatnonzero(done)
                 self.physics.init(ids, qpos0[ids], qvel0[ids])
                 self.physics.refresh_rows(view, ids)
-                fresh = self._observe_reset_rows(view, out.task_state, ids)
-                obs = {k: v.copy() for k, v in final_obs.items()}
-                for k, rows in fresh.items():
-                    obs[k][ids] = rows
+                fresh = jax.device_get(self._observe_fn(PhysicsView(view), out.task_state))
+                obs = {k: np.where(done[:, None], fresh[k], v) for k, v in final_obs.items()}
             else:
                 obs = dict(final_obs)  # VecEnv.step makes obs and final_observation distinct
         self._task_state, self._keys = out.task_state, out.key
@@ -569,20 +559,6 @@ class MujocoVecEnv(VecEnv):
             )
         )
         return self.state
-
-    def _observe_reset_rows(
-        self, view: dict[str, np.ndarray], task_state: Any, ids: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """The observation groups of rows ``ids`` (``[len(ids), d]``), computed on the rows
-        alone, padded (by repeating the last id) to the next power of 4 (at most ``N``)."""
-        size = 4
-        while size < len(ids):
-            size *= 4
-        size = min(size, self.num_envs)
-        padded = np.concatenate([ids, np.full(size - len(ids), ids[-1])]).astype(np.int32)
-        rows = {f: v[padded] for f, v in view.items()}
-        fresh = self._observe_rows_fn(PhysicsView(rows), task_state, padded)
-        return {k: np.asarray(v)[: len(ids)] for k, v in jax.device_get(fresh).items()}
 
     def _release(self) -> None:
         self.physics.close()
