@@ -36,10 +36,11 @@ Where the numbers come from (every preset names its source in ``Preset.source``)
   DM Control recipe). Not yet measured on a GPU by this project.
 - ``locomotion/gpu``: the reference's FastSAC / FastTD3 locomotion recipe (the bare defaults)
   with 50,000 iterations, its published run length for G1 walking.
-- ``locomotion/cpu``: 64 envs, batch 512, 4 updates per env step, widths 128/256; at these
-  sizes TD3 learns to keep Go1 standing under exploration noise within 38,400 env steps on a
-  2-core CPU (the project's Go1 learning test). Our own robots (not Playground's) also get
-  ``physics="mujoco"``: C MuJoCo collection, the fast physics for robots on a CPU.
+- ``locomotion/cpu``: 64 envs, batch 512, 4 updates per env step, widths 128/256. Our own
+  robots (not Playground's) instead get ``physics="mujoco"`` (C MuJoCo collection, the fast
+  physics for robots on a CPU), 256 envs and 40,000 iterations: TD3 at these sizes walks Go1
+  after about 2M env steps and G1 after about 3.6M on a 2-core CPU (``bench/locomotion.py``;
+  ``bench/RESULTS.md``).
 - ``brax/*``: the DM Control sizes with Brax's own discount, 0.99.
 """
 
@@ -96,6 +97,9 @@ class Preset:
 _LOCOMOTION_TASKS = ("Go1JoystickFlat", "Go2JoystickFlat", "G1WalkFlat")
 _LOCOMOTION_PREFIXES = ("Go1", "Go2", "G1", "H1", "T1", "Berkeley", "Spot", "Apollo", "Op3")
 _DM_CONTROL_TASKS = ("PendulumSwingup", "CartpoleBalance", "CheetahRun")
+# What our robots' cpu preset adds (C MuJoCo collection; bench/locomotion.py measured TD3
+# walking Go1 after about 8,000 iterations and G1 after about 14,000 with these).
+_OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log_interval=200)
 
 _DMC_CPU_TRAIN = dict(
     num_envs=128,
@@ -176,7 +180,8 @@ _PRESETS: dict[tuple[str, str], Preset] = {
                 "sac": dict(actor_hidden_dim=128, critic_hidden_dim=256),
                 "td3": dict(actor_hidden_dim=128, critic_hidden_dim=256),
             },
-            "64 envs, batch 512, widths 128/256: learns to stand on Go1 on a 2-core CPU",
+            "batch 512, 4 updates, widths 128/256: with 256 envs TD3 walks Go1 and G1 on a "
+            "2-core CPU (bench/locomotion.py)",
         ),
         Preset(
             "locomotion",
@@ -244,9 +249,9 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
         # Our robots step with C MuJoCo on a CPU (Playground's robots are JAX envs: MJX).
         return dataclasses.replace(
             preset,
-            train={**preset.train, "physics": "mujoco"},
-            source=f"{preset.source}; C MuJoCo collection (physics 'mujoco'), which steps "
-            "these robots 5-12x faster than MJX on a CPU (bench/locomotion.py)",
+            train={**preset.train, **_OUR_ROBOTS_CPU},
+            source=f"{preset.source}; C MuJoCo collection (physics 'mujoco') with 256 envs, "
+            "the recipe bench/locomotion.py measured walking",
         )
     return preset
 
