@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -370,11 +371,107 @@ def torch_run(args: argparse.Namespace) -> None:
                                   "path": "torch", **row}) + "\n")  # fmt: skip
 
 
+#: Walking, from the task's own numbers (the issue's definition).
+WALK_TIME_LIMIT, WALK_TRACKING = 0.95, 0.8
+
+
+def report(args: argparse.Namespace) -> None:
+    """Curves (``bench/locomotion.png``) and a table from the rows ``train`` / ``torch`` wrote:
+    per run, the first evaluation that walks (at least 95% of the episodes reach the time
+    limit and the linear-velocity tracking per step is at least 0.8 of its maximum), its env
+    steps and wall-clock from launch, the best and the last figures, and the baselines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = [line for path in args.rows for line in Path(path).read_text().splitlines()]
+    rows = [json.loads(line) for line in lines if line.strip()]
+    runs: dict[tuple, list[dict]] = {}
+    baselines: dict[str, dict] = {}
+    for row in rows:
+        if row["policy"] == "untrained":
+            baselines[row["env"]] = row
+            continue
+        runs.setdefault((row["env"], row.get("path", "jax"), row["label"]), []).append(row)
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    table = []
+    for (env, path, label), points in sorted(runs.items()):
+        points.sort(key=lambda r: r["env_steps"])
+        name = f"{env} {path} ({label})"
+        for col, x in enumerate(("env_steps", "wall_sec")):
+            xs = [r[x] / (1e6 if col == 0 else 60) for r in points]
+            axes[0, col].plot(xs, [r["tracking_share"] for r in points], marker="o", label=name)
+            axes[1, col].plot(xs, [r["time_limit_rate"] for r in points], marker="o", label=name)
+        walks = [r for r in points if r["time_limit_rate"] >= WALK_TIME_LIMIT
+                 and r["tracking_share"] >= WALK_TRACKING]  # fmt: skip
+        first = walks[0] if walks else None
+        best = max(points, key=lambda r: r["tracking_share"] * r["time_limit_rate"])
+        last = points[-1]
+        base = baselines.get(env, {})
+        table.append([
+            env, path, label,
+            (f"{first['env_steps']:,} / {first['wall_sec'] / 60:.1f} min" if first
+             else "not reached"),
+            f"{100 * best['time_limit_rate']:.0f}% / {best['tracking_share']:.2f} / "
+            f"{best['lin_vel_error']:.2f} m/s (it {best['iteration']})",
+            f"{100 * last['time_limit_rate']:.0f}% / {last['tracking_share']:.2f} / "
+            f"{last['lin_vel_error']:.2f} m/s ({last['env_steps']:,} steps, "
+            f"{last['wall_sec'] / 60:.1f} min)",
+            f"{100 * base.get('time_limit_rate', float('nan')):.0f}% / "
+            f"{base.get('tracking_share', float('nan')):.2f}; still "
+            f"{base.get('still_tracking_share', float('nan')):.2f}",
+        ])  # fmt: skip
+    for ax, title in zip(axes.flat, ("tracking / max vs env steps (M)",
+                                     "tracking / max vs wall-clock from launch (min)",
+                                     "share reaching the time limit vs env steps (M)",
+                                     "share reaching the time limit vs wall-clock (min)"),
+                         strict=True):  # fmt: skip
+        ax.set_title(title, fontsize=10)
+        ax.axhline(WALK_TRACKING if "tracking" in title else WALK_TIME_LIMIT, color="grey",
+                   linestyle="--", linewidth=0.8)  # fmt: skip
+        ax.grid(alpha=0.3)
+    for env, base in baselines.items():
+        for col in (0, 1):
+            axes[0, col].axhline(base["tracking_share"], color="black", linestyle=":",
+                                 linewidth=0.8, label=f"{env} untrained (stands)")  # fmt: skip
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.png, dpi=90)
+    text = markdown_table(
+        ["task", "path", "recipe", "walks first (env steps / from launch)",
+         "best: time limit / tracking / error", "last", "untrained: time limit / tracking"],
+        table,
+    )  # fmt: skip
+    print(text)
+    if not args.no_record:
+        record_section(
+            "locomotion-walk",
+            "Robots walking on this CPU (bench/locomotion.py train / torch / report)",
+            text + f"\n\n![curves]({Path(args.png).name})",
+            notes=[
+                "Walking, from the task's own numbers: 64 deterministic 1000-step episodes on C "
+                "MuJoCo with commands from the task's distribution (seed 1); at least 95% reach "
+                "the time limit and the linear-velocity tracking reward per step is at least "
+                "0.8 of its maximum. Error: mean |v_xy - cmd_xy| recovered from that reward. "
+                "'still': what standing perfectly still would score against the same commands. "
+                "Each point is an agent snapshot of the run evaluated after the run (the clock "
+                "excludes the evaluations).",
+            ],
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "what", nargs="?", choices=("speed", "walk", "train", "torch"), default="speed"
+        "what",
+        nargs="?",
+        choices=("speed", "walk", "train", "torch", "report"),
+        default="speed",
     )
+    parser.add_argument("--rows", nargs="*", default=["bench/locomotion_rows.json"],
+                        help="report: row files")  # fmt: skip
+    parser.add_argument("--png", default="bench/locomotion.png", help="report: the figure")
     parser.add_argument("--env", default="Go1JoystickFlat", help="train: the task")
     parser.add_argument("--algo", default="td3", help="train: the algorithm")
     parser.add_argument("--physics", default="mujoco", help="train: mjx or mujoco")
@@ -406,6 +503,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.what == "torch":
         torch_run(args)
+        return
+    if args.what == "report":
+        report(args)
         return
     speed(args)
 
