@@ -369,6 +369,8 @@ def mujoco_episodes(
     agent_state: Any,
     seed: int,
     per_step: Callable[[dict, Any], dict[str, np.ndarray]] | None = None,
+    steps: int | None = None,
+    positions: bool = False,
 ) -> dict:
     """One deterministic episode in every env of ``vec`` (C MuJoCo) with ``act(agent_state,
     obs)``, from unstaggered resets keyed by ``seed``; an episode stops counting at termination
@@ -376,7 +378,9 @@ def mujoco_episodes(
     ``time_limit`` (reached the time limit without terminating) and ``components``
     (``{"reward/<name>": mean per step of that reward component over the episode}``), to which
     ``per_step(obs, state)`` (``{name: [N]}`` from the observation the action was chosen on
-    and the step's ``VecEnvState``) adds its own quantities."""
+    and the step's ``VecEnvState``) adds its own quantities. ``steps`` caps the control steps
+    (default: the episode length). ``positions``: also ``qpos`` / ``qvel`` ``[T, N, ...]``
+    before each step and ``alive [T, N]`` (play's video), for all ``steps``."""
     device = vec._cpu
     policy = jax.device_put(agent_state, device)
     state = vec.init_state(seed, stagger=False)
@@ -386,7 +390,12 @@ def mujoco_episodes(
     total = np.zeros(n, np.float64)
     length = np.zeros(n, np.int64)
     sums: dict[str, np.ndarray] = {}
-    for _ in range(vec.max_episode_steps):
+    frames: dict[str, list] = {"qpos": [], "qvel": [], "alive": []}
+    for _ in range(vec.max_episode_steps if steps is None else steps):
+        if positions:
+            frames["qpos"].append(np.array(vec.batch.qpos, np.float32))
+            frames["qvel"].append(np.array(vec.batch.qvel, np.float32))
+            frames["alive"].append(alive.copy())
         with jax.default_device(device):
             actions = np.asarray(act(policy, state.obs["obs"]))
         obs, state = state.obs, vec.step(actions)
@@ -397,12 +406,15 @@ def mujoco_episodes(
             sums[name] = sums.get(name, 0.0) + np.where(alive, values, 0.0)
         time_limit |= alive & state.truncated & ~state.terminated
         alive &= ~(state.terminated | state.truncated)
-        if not alive.any():
+        if not alive.any() and not positions:
             break
-    steps = np.maximum(length, 1)
-    return {
+    counted = np.maximum(length, 1)
+    out = {
         "returns": total.astype(np.float32),
         "lengths": length.astype(np.int32),
         "time_limit": time_limit,
-        "components": {k: (v / steps).astype(np.float32) for k, v in sums.items()},
+        "components": {k: (v / counted).astype(np.float32) for k, v in sums.items()},
     }
+    if positions:
+        out.update({k: np.stack(v) for k, v in frames.items()})
+    return out

@@ -308,31 +308,22 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
 
 def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) -> Rollout:
     """:func:`rollout` on C MuJoCo (the physics a ``physics="mujoco"`` run trained on): the
-    same resets (keyed by ``seed``), the deterministic policy, qpos/qvel before each step."""
+    evaluation's episodes (``collect.mujoco_episodes``, keyed by ``seed``), qpos/qvel before
+    each step."""
     import jax
 
+    from unilab_jax.collect import mujoco_episodes
     from unilab_jax.envs.vec_env import MujocoVecEnv
 
     vec = MujocoVecEnv(env.task, policy.env, episodes, seed)
-    act = jax.jit(policy.agent.act)
     try:
-        state = vec.init_state(seed, stagger=False)
-        alive = np.ones(episodes, bool)
-        total = np.zeros(episodes, np.float32)
-        length = np.zeros(episodes, np.int32)
-        qpos, qvel, alives = [], [], []
         with policy.precision():
-            for _ in range(steps):
-                qpos.append(np.array(vec.batch.qpos, np.float32))
-                qvel.append(np.array(vec.batch.qvel, np.float32))
-                alives.append(alive.copy())
-                state = vec.step(np.asarray(act(policy.state, state.obs["obs"])))
-                total += np.where(alive, state.reward, 0.0)
-                length += alive
-                alive &= ~(state.terminated | state.truncated)
+            out = mujoco_episodes(
+                vec, jax.jit(policy.agent.act), policy.state, seed, steps=steps, positions=True
+            )
     finally:
         vec.close()
-    return Rollout(total, length, np.stack(qpos), np.stack(qvel), np.stack(alives))
+    return Rollout(out["returns"], out["lengths"], out["qpos"], out["qvel"], out["alive"])
 
 
 # ------------------------------------------------------------------------- video
