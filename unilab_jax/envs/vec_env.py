@@ -211,19 +211,7 @@ class VecEnv(abc.ABC):
         step_count = rng.integers(0, self.max_episode_steps, self.num_envs).astype(np.int32)
         if not stagger:
             step_count[:] = 0
-        obs = self._reset_all(keys, step_count)
-        state = VecEnvState(
-            obs=obs,
-            reward=np.zeros(self.num_envs, np.float32),
-            terminated=np.zeros(self.num_envs, bool),
-            truncated=np.zeros(self.num_envs, bool),
-            final_observation={k: v.copy() for k, v in obs.items()},
-            info={
-                "log": {k: 0.0 for k in self.reward_keys},
-                "components": {k: np.zeros(self.num_envs, np.float32) for k in self.reward_keys},
-                "episode_step": step_count.copy(),
-            },
-        )
+        state = self._unstepped(self._reset_all(keys, step_count), step_count)
         self._check_finite(state)
         self.state = _writable(state)
         return self.state
@@ -314,6 +302,22 @@ class VecEnv(abc.ABC):
             f"({idx.size} of {self.num_envs} envs: {idx[:8].tolist()}): {'; '.join(what)}. "
             "A diverging model, a reward that divides by zero or a bad action scale are the "
             "usual causes; nothing is masked."
+        )
+
+    def _unstepped(self, obs: dict[str, np.ndarray], step_count: np.ndarray) -> VecEnvState:
+        """The batch state before any step: ``obs``, no reward or flags, zero components."""
+        n = self.num_envs
+        return VecEnvState(
+            obs=obs,
+            reward=np.zeros(n, np.float32),
+            terminated=np.zeros(n, bool),
+            truncated=np.zeros(n, bool),
+            final_observation={k: v.copy() for k, v in obs.items()},
+            info={
+                "log": {k: 0.0 for k in self.reward_keys},
+                "components": {k: np.zeros(n, np.float32) for k in self.reward_keys},
+                "episode_step": step_count.copy(),
+            },
         )
 
     def _set_reward_keys(self, keys: Any) -> None:
@@ -542,22 +546,7 @@ class MujocoVecEnv(VecEnv):
             self._keys = jax.device_put(np.asarray(snapshot["key"]), self._cpu)
         self._step_count = np.asarray(snapshot["step_count"], np.int32).copy()
         obs = {k: np.array(v, np.float32) for k, v in snapshot["obs"].items()}
-        self.state = _writable(
-            VecEnvState(
-                obs=obs,
-                reward=np.zeros(self.num_envs, np.float32),
-                terminated=np.zeros(self.num_envs, bool),
-                truncated=np.zeros(self.num_envs, bool),
-                final_observation={k: v.copy() for k, v in obs.items()},
-                info={
-                    "log": {k: 0.0 for k in self.reward_keys},
-                    "components": {
-                        k: np.zeros(self.num_envs, np.float32) for k in self.reward_keys
-                    },
-                    "episode_step": self._step_count.copy(),
-                },
-            )
-        )
+        self.state = _writable(self._unstepped(obs, self._step_count))
         return self.state
 
     def _release(self) -> None:
