@@ -172,11 +172,12 @@ def test_overlapped_collection_on_two_learner_devices_from_the_cli_resumes_exact
         (
             {
                 "physics": "mujoco",
+                "collection": "overlap",
                 "num_processes": 2,
                 "process_id": 0,
                 "coordinator_address": "127.0.0.1:1234",
             },
-            "runs in one process",
+            "collection 'overlap' runs in one process",
         ),  # fmt: skip
     ],
 )
@@ -193,3 +194,52 @@ def test_overlap_without_a_spare_cpu_device_names_the_flag():
         pytest.skip("this process has a spare CPU device")
     with pytest.raises(ConfigError, match="xla_force_host_platform_device_count=2"):
         Trainer(dataclasses.replace(GO1, collection="overlap"), WIDTHS)
+
+
+def _start_cli(module_args: list[str], devices: int | None) -> subprocess.Popen:
+    env = {**os.environ, "UNILAB_JAX_PRESET": "none", "PYTHONUNBUFFERED": "1"}
+    env.pop("XLA_FLAGS", None)
+    if devices:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return subprocess.Popen([sys.executable, "-m", *module_args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _finish(proc: subprocess.Popen, what: str) -> str:
+    try:
+        out, _ = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert proc.returncode == 0, f"{what} failed ({proc.returncode}):\n{out[-4000:]}"
+    return out
+
+
+@pytest.mark.multidevice
+def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tmp_path):
+    """C MuJoCo collection over 2 processes x 1 device (the launcher): each process steps its
+    own 4 of the 8 envs, and every checkpoint holds bitwise the arrays of the same run as 1
+    process x 2 devices (every array's CRC-32: agent, replay, C MuJoCo state, noise scales);
+    the 2-process run resumes the 1-process run's checkpoint 2 to the same end; the final
+    evaluation, split over the processes, gives the same figure."""
+    config = tmp_path / "go1.json"
+    config.write_text(json.dumps({"train": dataclasses.asdict(GO1), "algo": WIDTHS}))
+    common = ["--config", str(config), "--num-devices", "2", "--logger", "none", "--quiet"]
+    one = _start_cli(["unilab_jax.train", *common, "--log-dir", str(tmp_path / "one")], 2)
+    two = _start_cli(["unilab_jax.launch", "--nproc", "2", "--", *common,
+                      "--log-dir", str(tmp_path / "two")], None)  # fmt: skip
+    _finish(one, "1 process x 2 devices")
+    _finish(two, "2 processes x 1 device")
+    for step in (2, 4, 6):
+        a = _array_crcs(tmp_path / "one/checkpoints", step)
+        assert _array_crcs(tmp_path / "two/checkpoints", step) == a, step
+    assert ("env", "physics") in a and ("run", "explore.noise_scales") in a
+    summaries = [json.loads((tmp_path / d / "run_summary.json").read_text())
+                 for d in ("one", "two")]  # fmt: skip
+    assert summaries[1]["eval_mean_return"] == pytest.approx(summaries[0]["eval_mean_return"],
+                                                             rel=1e-5)  # fmt: skip
+    resumed = _start_cli(["unilab_jax.launch", "--nproc", "2", "--", *common, "--log-dir",
+                          str(tmp_path / "resumed"), "--resume", str(tmp_path / "one"),
+                          "--resume-step", "2"], None)  # fmt: skip
+    _finish(resumed, "2-process resume")
+    assert _array_crcs(tmp_path / "resumed/checkpoints", 6) == a

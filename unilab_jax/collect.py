@@ -29,9 +29,17 @@ checkpoint format, its checksums and a bit-exact resume need nothing new. Explor
 Evaluation runs the deterministic policy on C MuJoCo too (one full episode per env from
 unstaggered resets keyed like the MJX evaluation's).
 
-Deviations from the MJX path: the collector holds every env in one batch on the host whatever
-the device count (chunks are split over devices when they move to the replay), and one process
-only (``TrainConfig`` refuses C MuJoCo in a multi-process run).
+Several processes (``jax.distributed``): each process steps its own share of the envs (the
+rows of its devices in the mesh) on its own threads; its chunks and state rows become the
+global arrays of the mesh (``jax.make_array_from_process_local_data``), the collection
+statistics are summed over processes once per block, and the evaluation episodes are split
+over processes. Per-env randomness does not depend on the layout: reset keys and staggered
+time limits are the rows of the whole batch's draw, exploration noise is keyed per mesh shard
+(``fold_in(key, shard)``), so 2 processes of 1 device train exactly what 1 process of 2
+devices trains. The overlapped schedule runs in one process only (``TrainConfig`` says so).
+
+Deviation from the MJX path: one process's collector holds all of its envs in one batch on the
+host whatever its device count (chunks are split over devices when they move to the replay).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from unilab_jax import distributed
 from unilab_jax.algos.agent import Agent, Transition
 from unilab_jax.config import ConfigError, TrainConfig
 from unilab_jax.envs.base import Env
@@ -67,14 +76,15 @@ _EXPLORE_STREAM = 0x4D4A43  # "MJC"
 
 
 def collector_device(config: TrainConfig, mesh: Mesh) -> jax.Device:
-    """The CPU device the collector's JAX code runs on: on a CPU, the first device outside the
-    learner's mesh for the ``"overlap"`` schedule (``ConfigError`` when there is none), else
-    the mesh's first device; beside an accelerator, the first CPU device."""
-    cpus = jax.devices("cpu")
+    """The CPU device of this process the collector's JAX code runs on: on a CPU, the first
+    device outside the learner's mesh for the ``"overlap"`` schedule (``ConfigError`` when
+    there is none), else this process's first device of the mesh; beside an accelerator, the
+    first CPU device."""
+    cpus = jax.local_devices(backend="cpu")
     if jax.default_backend() != "cpu":
         return cpus[0]
     if config.collection == "sync":
-        return mesh.devices.flat[0]
+        return next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
     in_mesh = set(mesh.devices.flat)
     spare = [d for d in cpus if d not in in_mesh]
     if not spare:
@@ -102,11 +112,20 @@ class MujocoCollection:
             raise ConfigError(f"{config.env} has no C MuJoCo task; use physics 'mjx'")
         self.config, self.task, self.agent, self.mesh = config, task, agent, mesh
         self.device = collector_device(config, mesh)
+        # This process's rows of the global batch: those of its devices in the mesh.
+        here = jax.process_index()
+        mine = [i for i, d in enumerate(mesh.devices.flat) if d.process_index == here]
+        if mine != list(range(mine[0], mine[0] + len(mine))):
+            raise ConfigError(f"this process's devices are not contiguous in the mesh ({mine})")
+        shard = config.num_envs // mesh.size
+        self.first_row, self.local_envs = mine[0] * shard, len(mine) * shard
+        self._first_shard, self._shards = mine[0], len(mine)
+        self.threads = config.physics_threads or _default_threads()
         self.vec = MujocoVecEnv(
-            task, config.env, config.num_envs, config.seed, nthread=config.physics_threads,
-            device=self.device,
+            task, config.env, self.local_envs, config.seed, nthread=self.threads,
+            device=self.device, rows=(self.first_row, config.num_envs),
         )  # fmt: skip
-        self._explore = jax.jit(agent.explore)
+        self._explore = jax.jit(self._explore_shards)
         self._act = jax.jit(agent.act)
         self._chunk_step = make_chunk_step(config, agent, mesh, trace_counter)
         self._compiled: Any = None
@@ -119,6 +138,21 @@ class MujocoCollection:
         self._prev_done = self._ep_ret = self._ep_len = None
         self._current: TrainState | None = None
         self._example = self._example_transition()
+
+    def _explore_shards(self, policy, explore_state, obs, prev_done, key):
+        """``agent.explore`` over this process's rows, each mesh shard's rows with its own key
+        ``fold_in(key, shard)``: the noise a row gets does not depend on how many processes or
+        devices the run has."""
+        k = self._shards
+        split = lambda x: x.reshape(k, x.shape[0] // k, *x.shape[1:])  # noqa: E731
+        merge = lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])  # noqa: E731
+        shards = self._first_shard + jnp.arange(k)
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(shards)
+        explore = jax.vmap(self.agent.explore, in_axes=(None, 0, 0, 0, 0))
+        actions, state = explore(
+            policy, jax.tree.map(split, explore_state), split(obs), split(prev_done), keys
+        )
+        return merge(actions), jax.tree.map(merge, state)
 
     # ------------------------------------------------------------------ state
     def _example_transition(self) -> Transition:
@@ -157,11 +191,13 @@ class MujocoCollection:
         k_learner, k_explore = jax.random.split(key)
         learner = self._init_learner(k_learner)
         self.vec.init_state(seed)
+        rows = slice(self.first_row, self.first_row + self.local_envs)
         with jax.default_device(self.device):
-            self._explore_state = self.agent.init_explore(
+            whole = self.agent.init_explore(
                 jax.device_put(k_explore, self.device), self.config.num_envs
             )
-        n = self.config.num_envs
+            self._explore_state = jax.tree.map(lambda x: x[rows], whole)
+        n = self.local_envs
         self._prev_done = np.zeros(n, bool)
         self._ep_ret = np.zeros(n, np.float32)
         self._ep_len = np.zeros(n, np.int32)
@@ -170,7 +206,7 @@ class MujocoCollection:
     def _pack(self, learner: LearnerState) -> TrainState:
         """The collector's carry and ``learner`` as one ``TrainState`` (per-env leaves sharded
         over the mesh); remembered as the state the collector is in."""
-        put = lambda tree: jax.device_put(tree, self._sharded)  # noqa: E731
+        put = lambda tree: self._global(tree, self._sharded, 0)  # noqa: E731
         state = TrainState(
             agent=learner.agent,
             explore=put(jax.device_get(self._explore_state)),
@@ -188,8 +224,10 @@ class MujocoCollection:
     def _load(self, state: TrainState) -> None:
         """Make the collector continue from ``state`` (a restored checkpoint, another run's
         state): the C MuJoCo batch, observations, task state, keys and episode statistics."""
-        host = jax.device_get((state.env, state.explore, state.prev_done, state.episode_return,
-                               state.episode_length))  # fmt: skip
+        host = jax.tree.map(
+            self._local_rows,
+            (state.env, state.explore, state.prev_done, state.episode_return, state.episode_length),
+        )
         env, explore, prev_done, ep_ret, ep_len = host
         self.vec.restore(env)
         self._explore_state = jax.device_put(explore, self.device)
@@ -197,6 +235,26 @@ class MujocoCollection:
         self._ep_ret = np.array(ep_ret, np.float32)
         self._ep_len = np.array(ep_len, np.int32)
         self._current = state
+
+    def _global(self, tree: Any, sharding: NamedSharding, axis: int) -> Any:
+        """This process's rows (numpy, env axis ``axis``) as the global arrays of the mesh."""
+
+        def one(x):
+            x = np.asarray(x)
+            shape = list(x.shape)
+            shape[axis] = self.config.num_envs
+            return jax.make_array_from_process_local_data(sharding, x, tuple(shape))
+
+        return jax.tree.map(one, tree)
+
+    def _local_rows(self, x: jax.Array) -> np.ndarray:
+        """This process's rows of a per-env global array (numpy)."""
+        if x.is_fully_addressable:
+            return np.asarray(x)[self.first_row : self.first_row + self.local_envs]
+        if x.sharding.is_fully_replicated:  # e.g. JAX's empty arrays
+            return np.asarray(x.addressable_data(0))[self.first_row :][: self.local_envs]
+        shards = sorted(x.addressable_shards, key=lambda s: s.index[0].start or 0)
+        return np.concatenate([np.asarray(s.data) for s in shards])
 
     def state_shapes(self) -> LearnerState:
         """Shapes and shardings of the learner's state (what compiling the chunk step needs)."""
@@ -275,11 +333,12 @@ class MujocoCollection:
     def _policy_copy(self, agent_state: Any) -> Any:
         """The agent state the collector acts with, on its device: a copy, since the learner
         donates (deletes) its buffers while the overlapped collector still acts."""
-        return jax.device_put(agent_state, self.device, donate=False, may_alias=False)
+        return jax.device_put(_local(agent_state), self.device, donate=False, may_alias=False)
 
     def _policy_now(self, agent_state: Any) -> Any:
         """The agent state for a collection that ends before the learner runs again (no copy
         when the collector shares the learner's device)."""
+        agent_state = _local(agent_state)
         on_device = {d for leaf in jax.tree.leaves(agent_state) for d in leaf.devices()}
         return agent_state if on_device == {self.device} else self._policy_copy(agent_state)
 
@@ -301,7 +360,7 @@ class MujocoCollection:
             collect_sec += time.perf_counter() - t0
             for i in range(num_iterations):
                 policy = self._policy_copy(learner.agent) if overlap else None
-                learner, learned = learn(learner, jax.device_put(chunk, self._chunk_sharding))
+                learner, learned = learn(learner, self._global(chunk, self._chunk_sharding, 1))
                 records.append((stats, learned))
                 lags.append(0 if (i == 0 or not overlap) else 1)
                 if i + 1 == num_iterations:
@@ -313,7 +372,10 @@ class MujocoCollection:
                     chunk, stats = self._collect(self._policy_now(learner.agent), first + i + 1)
                 collect_sec += time.perf_counter() - t0
             learned = jax.device_get([r[1] for r in records])
-            metrics = _stack_metrics([r[0] for r in records], learned)
+            stats = [r[0] for r in records]
+            if distributed.is_multiprocess():
+                stats, collect_sec = _over_processes(stats, collect_sec)
+            metrics = _stack_metrics(stats, learned)
             metrics["policy_lag"] = np.asarray(lags, np.float32)
             metrics["collect_sec"] = np.full(num_iterations, collect_sec / num_iterations)
             return self._pack(learner), metrics
@@ -323,14 +385,26 @@ class MujocoCollection:
     # ------------------------------------------------------------------ evaluation
     def evaluate_episodes(self, agent_state: Any, num_envs: int, seed: int) -> tuple[float, float]:
         """``(mean return, mean length)`` of one deterministic episode per env on C MuJoCo,
-        from unstaggered resets keyed by ``seed`` (as the MJX evaluation's)."""
+        from unstaggered resets keyed by ``seed`` (as the MJX evaluation's). In a
+        multi-process run each process runs its share of the episodes (a collective)."""
         vec = self._eval_envs.get(num_envs)
         if vec is None:
-            vec = MujocoVecEnv(self.task, self.config.env, num_envs, seed,
-                               nthread=self.config.physics_threads, device=self.device)  # fmt: skip
+            processes, index = jax.process_count(), jax.process_index()
+            if num_envs < processes:  # too few to share: every process runs them all
+                processes, index = 1, 0
+            first, end = index * num_envs // processes, (index + 1) * num_envs // processes
+            vec = MujocoVecEnv(self.task, self.config.env, end - first, seed,
+                               nthread=self.threads, device=self.device,
+                               rows=(first, num_envs))  # fmt: skip
             self._eval_envs[num_envs] = vec
-        episodes = mujoco_episodes(vec, self._act, agent_state, seed)
-        return float(np.mean(episodes["returns"])), float(np.mean(episodes["lengths"]))
+        episodes = mujoco_episodes(vec, self._act, _local(agent_state), seed)
+        sums = np.array([episodes["returns"].sum(), episodes["lengths"].sum()], np.float64)
+        if distributed.is_multiprocess() and vec.num_envs < num_envs:
+            from jax.experimental import multihost_utils
+
+            parts = multihost_utils.process_allgather(sums.astype(np.float32))
+            sums = np.asarray(parts, np.float64).sum(axis=0)
+        return float(sums[0] / num_envs), float(sums[1] / num_envs)
 
     def close(self) -> None:
         """Stop the C MuJoCo threads (training and evaluation batches)."""
@@ -338,6 +412,55 @@ class MujocoCollection:
         for vec in self._eval_envs.values():
             vec.close()
         self._eval_envs.clear()
+
+
+def _local(tree: Any) -> Any:
+    """A replicated global state as arrays on one of this process's devices (the same
+    arrays in a one-process run)."""
+    return jax.tree.map(lambda x: x if x.is_fully_addressable else x.addressable_data(0), tree)
+
+
+def _default_threads() -> int:
+    """C MuJoCo threads by default: this process's CPU cores, shared with the other processes
+    of the run on this machine (as the launcher, SLURM or Open MPI report them)."""
+    import os
+
+    from unilab_jax.envs.mujoco_backend import default_nthread
+
+    local = 1
+    for name in ("UNILAB_JAX_LOCAL_PROCESSES", "SLURM_NTASKS_PER_NODE",
+                 "OMPI_COMM_WORLD_LOCAL_SIZE"):  # fmt: skip
+        try:
+            local = max(1, int(os.environ[name]))
+            break
+        except (KeyError, ValueError):
+            continue
+    if not distributed.is_multiprocess():
+        return default_nthread()
+    return max(1, default_nthread() // local)
+
+
+def _over_processes(stats: list[dict], collect_sec: float) -> tuple[list[dict], float]:
+    """Every process's collection statistics of a block, combined (a collective): counts and
+    sums added, reward components averaged (every process has as many envs), the slowest
+    process's collection time."""
+    from jax.experimental import multihost_utils
+
+    counts = ("episodes", "return_sum", "length_sum", "terminated", "truncated")
+    names = sorted(stats[0]["components"])
+    local = np.array(
+        [[s[k] for k in counts] + [s["components"][k] for k in names] + [collect_sec]
+         for s in stats], np.float32,
+    )  # fmt: skip
+    every = np.asarray(multihost_utils.process_allgather(local), np.float64)  # [P, iters, k]
+    total, mean = every.sum(axis=0), every.mean(axis=0)
+    combined = [
+        {**{k: float(total[i, j]) for j, k in enumerate(counts)},
+         "nan_env": s["nan_env"],
+         "components": {k: float(mean[i, len(counts) + j]) for j, k in enumerate(names)}}
+        for i, s in enumerate(stats)
+    ]  # fmt: skip
+    return combined, float(every[:, 0, -1].max())
 
 
 def _with_shardings(shapes: Any, specs: Any, mesh: Mesh) -> Any:

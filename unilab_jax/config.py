@@ -232,10 +232,10 @@ class TrainConfig:
             )
         from unilab_jax.distributed import planned_processes
 
-        if planned_processes(self) > 1:
+        if planned_processes(self) > 1 and self.collection == "overlap":
             raise ConfigError(
-                "physics 'mujoco' runs in one process (its devices may be several: "
-                "--num-devices); use physics 'mjx' for a multi-process run"
+                "collection 'overlap' runs in one process (its learner devices may be several: "
+                "--num-devices); use collection 'sync' for a multi-process run"
             )
 
     def _over_processes(self) -> str:

@@ -125,6 +125,8 @@ def _child_env(base: dict, index: int, args: argparse.Namespace, prefix: str) ->
         env["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
     env["PYTHONUNBUFFERED"] = "1"
     env["UNILAB_JAX_LAUNCH"] = prefix
+    # The processes on this machine share its cores (C MuJoCo's default thread count).
+    env["UNILAB_JAX_LOCAL_PROCESSES"] = str(args.nproc)
     return env
 
 

@@ -180,6 +180,10 @@ class VecEnv(abc.ABC):
         self.reward_keys: tuple[str, ...] = ()
         self.state: VecEnvState | None = None
         self._closed = False
+        #: ``(first, total)``: this batch is rows ``first .. first + num_envs`` of a batch of
+        #: ``total`` envs (one process's share of a multi-process run), which
+        #: :meth:`init_state` draws exactly as the whole batch would.
+        self.rows = (0, self.num_envs)
 
     # ----------------------------------------------------------------- backend hooks
     @abc.abstractmethod
@@ -206,9 +210,11 @@ class VecEnv(abc.ABC):
         """
         self._ensure_open()
         seed = self.seed if seed is None else int(seed)
-        keys = jax.random.split(jax.random.PRNGKey(seed), self.num_envs)
+        first, total = self.rows
+        mine = slice(first, first + self.num_envs)
+        keys = jax.random.split(jax.random.PRNGKey(seed), total)[mine]
         rng = np.random.default_rng(seed)
-        step_count = rng.integers(0, self.max_episode_steps, self.num_envs).astype(np.int32)
+        step_count = rng.integers(0, self.max_episode_steps, total)[mine].astype(np.int32)
         if not stagger:
             step_count[:] = 0
         state = self._unstepped(self._reset_all(keys, step_count), step_count)
@@ -408,14 +414,21 @@ class MujocoVecEnv(VecEnv):
         *,
         nthread: int | None = None,
         device: jax.Device | None = None,
+        rows: tuple[int, int] | None = None,
     ) -> None:
         # ``device``: the CPU device the task's JAX code runs on (default: the first); a
         # collector that overlaps with a learner on another CPU device passes its own.
+        # ``rows``: ``(first, total)`` when this batch is one process's share of a larger one.
         self._cpu = jax.devices("cpu")[0] if device is None else device
         trace = trace_task(task, self._cpu)
         super().__init__(
             task, name, num_envs, seed, {k: v.shape[-1] for k, v in trace.state.obs.items()}
         )
+        if rows is not None:
+            first, total = (int(r) for r in rows)
+            if not 0 <= first <= total - self.num_envs:
+                raise ValueError(f"rows {rows} do not hold {self.num_envs} envs")
+            self.rows = (first, total)
         self._set_reward_keys(trace.state.metrics)
         self.physics = MujocoBatchPhysics(
             task.model,
