@@ -39,13 +39,15 @@ Non-positive-definite inputs give NaNs, as LAPACK's path does (jax turns a faile
 into NaNs too).
 
 In the library: every MJX environment built on a CPU backend (``Env``, the Playground / Brax
-adapters) and the ``Trainer`` call ``install_on_cpu()``, which installs the fix when the run
-has more than one device, where the deadlock happens; on one CPU device LAPACK never hung
-(8192 matrices, 4096 CheetahRun or G1WalkFlat envs) and stays. Measured on 1 device: the fix
-costs nothing for CheetahRun (140.1 vs 140.0 ms per step at 1024 envs) and is faster for the
-1- and 2-dof tasks, but G1 (nv = 35, XLA's Cholesky expansion) is 5-7x slower than with
-LAPACK (3.2 vs 0.65 s per step at 1024 envs, 16.1 vs 2.3 s at 4096). Use elsewhere: call
-``install()``
+adapters) and the ``Trainer`` call ``install_on_cpu()``. With more than one device it installs
+the whole fix. One device hangs too, so there matrices up to 32 x 32 take the LAPACK-free
+path and larger ones keep LAPACK, which is 5x faster for them: Go1JoystickFlat (nv = 18)
+stopped for good at 0% CPU within its first MJX steps of 1024 envs on one device with LAPACK
+(every try), and runs at 7,266 env steps/s with the fix; G1WalkFlat (nv = 35) runs at 451 ms
+per step of 1024 envs with LAPACK against 2,236 with XLA's expansion and 2,337 unrolled (the
+one G1 hang on one device seen, at 256 envs, remains possible there). Measured on 1 device
+earlier: the fix costs nothing for CheetahRun (140.1 vs 140.0 ms per step at 1024 envs) and is
+faster for the 1- and 2-dof tasks. Use elsewhere: call ``install()``
 once, before the functions that contain a Cholesky are traced
 (lowerings are looked up when a function is lowered, and jax caches the lowering of inner
 jitted functions such as ``jnp.linalg.cholesky``; ``install()`` therefore also clears jax's
@@ -70,7 +72,7 @@ _ORIGINAL = {
     "cholesky": lax_linalg._cholesky_cpu_lowering,
     "triangular_solve": lax_linalg._triangular_solve_cpu_lower,
 }
-_state: dict[str, int | None] = {"installed": None}  # max_unrolled of the active install
+_state: dict[str, tuple | None] = {"installed": None}  # (max_unrolled, large) when active
 
 
 def pure_cholesky(a: jnp.ndarray) -> jnp.ndarray:
@@ -95,33 +97,52 @@ def pure_cholesky(a: jnp.ndarray) -> jnp.ndarray:
     return jnp.stack(cols, axis=-1)
 
 
-def _make_cholesky_lowering(max_unrolled: int):
+def _make_cholesky_lowering(max_unrolled: int, large: str):
     unrolled = mlir.lower_fun(pure_cholesky, multiple_results=False)
+    larger = lax_linalg._cholesky_lowering if large == "hlo" else _ORIGINAL["cholesky"]
 
     def lowering(ctx, operand):
         (aval,) = ctx.avals_in
         if aval.shape[-1] <= max_unrolled and jnp.issubdtype(aval.dtype, jnp.floating):
             return unrolled(ctx, operand)
-        return lax_linalg._cholesky_lowering(ctx, operand)
+        return larger(ctx, operand)
 
     return lowering
 
 
-def install(max_unrolled: int = 32) -> None:
+def _make_triangular_solve_lowering(max_unrolled: int, large: str):
+    if large == "hlo":
+        return lax_linalg._triangular_solve_lowering
+
+    def lowering(ctx, a, b, **params):
+        small = ctx.avals_in[0].shape[-1] <= max_unrolled
+        fn = lax_linalg._triangular_solve_lowering if small else _ORIGINAL["triangular_solve"]
+        return fn(ctx, a, b, **params)
+
+    return lowering
+
+
+def install(max_unrolled: int = 32, large: str = "hlo") -> None:
     """Register the LAPACK-free CPU lowerings of ``cholesky_p`` and ``triangular_solve_p``.
 
-    ``max_unrolled``: largest matrix order factorised by the unrolled ``jnp`` Cholesky;
-    larger ones use XLA's HLO ``cholesky`` expansion (0 always uses the HLO op). Calling it
-    again with the same ``max_unrolled`` does nothing (and keeps jax's caches)."""
-    if _state["installed"] == max_unrolled:
+    ``max_unrolled``: largest matrix order factorised by the unrolled ``jnp`` Cholesky (and,
+    with ``large="lapack"``, solved by XLA's triangular solve). Larger matrices: ``"hlo"``
+    XLA's HLO ``cholesky`` / ``triangular_solve`` expansions (no LAPACK at all; 0 always uses
+    them), ``"lapack"`` jax's own LAPACK kernels. Calling it again with the same settings does
+    nothing (and keeps jax's caches)."""
+    if large not in ("hlo", "lapack"):
+        raise ValueError(f"large must be 'hlo' or 'lapack', got {large!r}")
+    if _state["installed"] == (max_unrolled, large):
         return
     mlir.register_lowering(
-        lax_linalg.cholesky_p, _make_cholesky_lowering(max_unrolled), platform="cpu"
+        lax_linalg.cholesky_p, _make_cholesky_lowering(max_unrolled, large), platform="cpu"
     )
     mlir.register_lowering(
-        lax_linalg.triangular_solve_p, lax_linalg._triangular_solve_lowering, platform="cpu"
+        lax_linalg.triangular_solve_p,
+        _make_triangular_solve_lowering(max_unrolled, large),
+        platform="cpu",
     )
-    _state["installed"] = max_unrolled
+    _state["installed"] = (max_unrolled, large)
     jax.clear_caches()
 
 
@@ -136,14 +157,20 @@ def uninstall() -> None:
 
 
 def install_on_cpu() -> None:
-    """``install()`` when JAX's default backend is the CPU and the run has more than one
-    device (forced host devices, or several processes: the same lowering everywhere, so their
-    results match a one-process run of as many devices). One CPU device keeps jax's LAPACK
-    kernels, which never hung there and are much faster on larger matrices (G1WalkFlat's
-    35 x 35 factorisations: 2.3 s against 16.1 s per step of 4096 envs, measured here).
+    """On a CPU backend: ``install()`` when the run has more than one device (forced host
+    devices, or several processes: the same lowering everywhere, so their results match a
+    one-process run of as many devices); on one device ``install(large="lapack")``: matrices up
+    to 32 x 32 without LAPACK (Go1JoystickFlat, nv = 18, hung for good on its first MJX steps
+    at 1024 envs on one device with LAPACK; 7,266 env steps/s with the unrolled Cholesky),
+    larger ones with jax's LAPACK kernels, which are 5x faster there (G1WalkFlat, nv = 35: 451
+    against 2,236 ms per MJX step of 1024 envs, the unrolled Cholesky no better at 2,337).
     GPU/TPU runs are left alone."""
-    if jax.default_backend() == "cpu" and jax.device_count() > 1:
+    if jax.default_backend() != "cpu":
+        return
+    if jax.device_count() > 1:
         install()
+    else:
+        install(large="lapack")
 
 
 def installed() -> bool:
