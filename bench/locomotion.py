@@ -171,7 +171,7 @@ def walking_figures(env: str, policies: dict[str, tuple], episodes: int, seed: i
     weight), the mean linear-velocity tracking error |v_xy - cmd_xy| in m/s (recovered from
     the reward, ``w exp(-err^2 / sigma)``), the mean return; plus, for the same episodes, what
     a robot standing perfectly still would score (``exp(-|cmd_xy|^2 / sigma)``)."""
-    from unilab_jax.collect import mujoco_episodes
+    from unilab_jax.envs.episodes import mujoco_episodes
     from unilab_jax.envs.registry import make_task
     from unilab_jax.envs.vec_env import MujocoVecEnv
 

@@ -74,7 +74,7 @@ def test_td3_on_go1_with_c_mujoco_tracks_the_velocity_command_where_standing_can
     draws, so full episodes are only asked to be the majority; tracking is the claim."""
     import jax
 
-    from unilab_jax.collect import mujoco_episodes
+    from unilab_jax.envs.episodes import mujoco_episodes
     from unilab_jax.envs.registry import make_task
     from unilab_jax.envs.vec_env import MujocoVecEnv
     from unilab_jax.presets import preset_configs

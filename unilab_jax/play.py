@@ -308,11 +308,11 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
 
 def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) -> Rollout:
     """:func:`rollout` on C MuJoCo (the physics a ``physics="mujoco"`` run trained on): the
-    evaluation's episodes (``collect.mujoco_episodes``, keyed by ``seed``), qpos/qvel before
+    evaluation's episodes (``envs.episodes.mujoco_episodes``, keyed by ``seed``), qpos/qvel before
     each step."""
     import jax
 
-    from unilab_jax.collect import mujoco_episodes
+    from unilab_jax.envs.episodes import mujoco_episodes
     from unilab_jax.envs.vec_env import MujocoVecEnv
 
     vec = MujocoVecEnv(env.task, policy.env, episodes, seed)

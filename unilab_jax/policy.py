@@ -350,7 +350,7 @@ def evaluate(
 
 
 def _evaluate_on_mujoco(policy: Policy, env: Any, name: str, episodes: int, seed: int):
-    from unilab_jax.collect import mujoco_episodes
+    from unilab_jax.envs.episodes import mujoco_episodes
     from unilab_jax.envs.vec_env import MujocoVecEnv
 
     task = getattr(env, "task", None)
