@@ -250,10 +250,9 @@ class MujocoCollection:
 
     def _local_rows(self, x: jax.Array) -> np.ndarray:
         """This process's rows of a per-env global array (numpy)."""
-        if x.is_fully_addressable:
-            return np.asarray(x)[self.first_row : self.first_row + self.local_envs]
-        if x.sharding.is_fully_replicated:  # e.g. JAX's empty arrays
-            return np.asarray(x.addressable_data(0))[self.first_row :][: self.local_envs]
+        if x.is_fully_addressable or x.sharding.is_fully_replicated:  # e.g. empty arrays
+            whole = x if x.is_fully_addressable else x.addressable_data(0)
+            return np.asarray(whole)[self.first_row : self.first_row + self.local_envs]
         shards = sorted(x.addressable_shards, key=lambda s: s.index[0].start or 0)
         return np.concatenate([np.asarray(s.data) for s in shards])
 
@@ -428,17 +427,15 @@ def _default_threads() -> int:
 
     from unilab_jax.envs.mujoco_backend import default_nthread
 
-    local = 1
+    if not distributed.is_multiprocess():
+        return default_nthread()
     for name in ("UNILAB_JAX_LOCAL_PROCESSES", "SLURM_NTASKS_PER_NODE",
                  "OMPI_COMM_WORLD_LOCAL_SIZE"):  # fmt: skip
         try:
-            local = max(1, int(os.environ[name]))
-            break
+            return max(1, default_nthread() // max(1, int(os.environ[name])))
         except (KeyError, ValueError):
             continue
-    if not distributed.is_multiprocess():
-        return default_nthread()
-    return max(1, default_nthread() // local)
+    return default_nthread()
 
 
 def _over_processes(stats: list[dict], collect_sec: float) -> tuple[list[dict], float]:
