@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from unilab_jax.algos.registry import get_algo
+from unilab_jax.cluster import Cluster, detected_cluster
 from unilab_jax.errors import ConfigError
 
 __all__ = [
@@ -230,24 +231,32 @@ class TrainConfig:
                 "(physics 'mujoco') steps the registered tasks (python -m unilab_jax.train "
                 "--list-envs)"
             )
-        from unilab_jax.distributed import planned_processes
-
-        if planned_processes(self) > 1 and self.collection == "overlap":
+        if self.planned_processes() > 1 and self.collection == "overlap":
             raise ConfigError(
                 "collection 'overlap' runs in one process (its learner devices may be several: "
                 "--num-devices); use collection 'sync' for a multi-process run"
             )
 
     def _over_processes(self) -> str:
-        from unilab_jax.distributed import planned_processes
-
-        n = planned_processes(self)
+        n = self.planned_processes()
         return f" (the devices of all {n} processes)" if n > 1 else ""
+
+    def cluster(self) -> Cluster | None:
+        """The scheduler's job (SLURM, Open MPI) when the three launch settings are left to it
+        (``num_processes``, ``process_id`` and ``coordinator_address`` all unset)."""
+        if (self.num_processes, self.process_id, self.coordinator_address) != (None,) * 3:
+            return None
+        return detected_cluster()
+
+    def planned_processes(self) -> int:
+        """How many processes the run will have (known before JAX starts)."""
+        if self.num_processes is not None:
+            return self.num_processes
+        cluster = self.cluster()
+        return cluster.num_processes if cluster else 1
 
     def _validate_processes(self) -> None:
         """The multi-process settings (``unilab_jax.distributed``), checked before JAX starts."""
-        from unilab_jax.distributed import planned_processes
-
         n, pid, address = self.num_processes, self.process_id, self.coordinator_address
         for name, value in (("num_processes", n), ("process_id", pid)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -271,7 +280,7 @@ class TrainConfig:
                 f"num_processes {n} needs --process-id and --coordinator-address for every "
                 f"process (or start them all with python -m unilab_jax.launch --nproc {n})"
             )
-        processes = planned_processes(self)
+        processes = self.planned_processes()
         if self.num_devices % processes:
             raise ConfigError(
                 f"num_devices {self.num_devices} (the devices of all processes) is not "

@@ -51,7 +51,7 @@ faster for the 1- and 2-dof tasks. Use elsewhere: call ``install()``
 once, before the functions that contain a Cholesky are traced
 (lowerings are looked up when a function is lowered, and jax caches the lowering of inner
 jitted functions such as ``jnp.linalg.cholesky``; ``install()`` therefore also clears jax's
-in-memory caches). ``uninstall()`` restores jax's own CPU lowerings. The persistent
+in-memory caches). Installing is for the life of the process. The persistent
 compilation cache needs no care: its key is the lowered program, which differs.
 
 Reportedly (third-party reading of jax's ``jaxlib/cpu/lapack_kernels.cc``, not verified here)
@@ -66,7 +66,7 @@ import jax.numpy as jnp
 from jax._src.interpreters import mlir
 from jax._src.lax import linalg as lax_linalg
 
-__all__ = ["install", "install_on_cpu", "installed", "pure_cholesky", "uninstall"]
+__all__ = ["install", "install_on_cpu", "installed", "pure_cholesky"]
 
 _ORIGINAL = {
     "cholesky": lax_linalg._cholesky_cpu_lowering,
@@ -143,16 +143,6 @@ def install(max_unrolled: int = 32, large: str = "hlo") -> None:
         platform="cpu",
     )
     _state["installed"] = (max_unrolled, large)
-    jax.clear_caches()
-
-
-def uninstall() -> None:
-    """Restore jax's LAPACK CPU lowerings."""
-    mlir.register_lowering(lax_linalg.cholesky_p, _ORIGINAL["cholesky"], platform="cpu")
-    mlir.register_lowering(
-        lax_linalg.triangular_solve_p, _ORIGINAL["triangular_solve"], platform="cpu"
-    )
-    _state["installed"] = None
     jax.clear_caches()
 
 

@@ -36,7 +36,6 @@ import re
 import socket
 import sys
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from unilab_jax.errors import ConfigError
@@ -51,14 +50,12 @@ __all__ = [
     "broadcast_int",
     "check_devices",
     "check_same_settings",
-    "detected_cluster",
     "ensure_initialized",
     "is_multiprocess",
     "is_primary",
     "local_device_count",
     "lost_process",
     "peer_failure",
-    "planned_processes",
 ]
 
 #: Settings of the launch, not of the training: a rerun (``--config``) or a resume takes none.
@@ -75,52 +72,9 @@ class ProcessLostError(RuntimeError):
     """A collective with the other processes failed: another process has most likely died."""
 
 
-@dataclass(frozen=True)
-class Cluster:
-    """A multi-process job JAX detects from its scheduler's environment."""
-
-    name: str  # "slurm" or "ompi", as jax's cluster_detection_method names them
-    num_processes: int
-    process_id: int
-
-
-def detected_cluster(environ: dict | None = None) -> Cluster | None:
-    """The SLURM step (``srun``) or Open MPI job (``mpirun``) this process runs in, when it has
-    more than one process: the environment JAX's own detection reads. None otherwise (a
-    single-task batch job trains as one process)."""
-    env = os.environ if environ is None else environ
-    slurm = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID",
-             "SLURM_LOCALID")  # fmt: skip
-    try:
-        if all(name in env for name in slurm) and int(env["SLURM_NTASKS"]) > 1:
-            return Cluster("slurm", int(env["SLURM_NTASKS"]), int(env["SLURM_PROCID"]))
-        if "OMPI_MCA_orte_hnp_uri" in env and int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
-            return Cluster(
-                "ompi", int(env["OMPI_COMM_WORLD_SIZE"]), int(env["OMPI_COMM_WORLD_RANK"])
-            )
-    except (KeyError, ValueError):
-        return None
-    return None
-
-
-def _auto(config: TrainConfig) -> Cluster | None:
-    """The detected cluster, when the config leaves all three launch settings to it."""
-    if (config.num_processes, config.process_id, config.coordinator_address) != (None,) * 3:
-        return None
-    return detected_cluster()
-
-
-def planned_processes(config: TrainConfig) -> int:
-    """How many processes the run will have (known before JAX starts)."""
-    if config.num_processes is not None:
-        return config.num_processes
-    cluster = _auto(config)
-    return cluster.num_processes if cluster else 1
-
-
 def local_device_count(config: TrainConfig) -> int:
     """Devices each process contributes (``num_devices`` is the count over all processes)."""
-    return max(1, config.num_devices // planned_processes(config))
+    return max(1, config.num_devices // config.planned_processes())
 
 
 def is_multiprocess() -> bool:
@@ -147,7 +101,7 @@ def ensure_initialized(config: TrainConfig) -> None:
     when it is already up and matches). Must run before any JAX computation."""
     import jax
 
-    n = planned_processes(config)
+    n = config.planned_processes()
     if jax.distributed.is_initialized():
         if config.num_processes is not None and jax.process_count() != n:
             raise ConfigError(
@@ -175,7 +129,7 @@ def ensure_initialized(config: TrainConfig) -> None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     # Its SIGTERM handler (installed by initialize) would swallow the signal that stops a run.
     jax.config.update("jax_enable_preemption_service", False)
-    cluster = _auto(config)
+    cluster = config.cluster()
     who = (
         f"process {cluster.process_id} of {n} ({cluster.name})"
         if cluster
@@ -220,7 +174,7 @@ def _connect_watchdog(done: threading.Event, config: TrainConfig, who: str, clus
     if config.process_id == 0 or (cluster is not None and cluster.process_id == 0):
         detail = (
             f"waited {config.coordinator_timeout} s for the other processes to connect to its "
-            f"coordinator at {address}; start all {planned_processes(config)} processes with "
+            f"coordinator at {address}; start all {config.planned_processes()} processes with "
             "the same settings, --num-processes, their own --process-id and this "
             "--coordinator-address (python -m unilab_jax.launch does so on one machine)"
         )
@@ -233,7 +187,7 @@ def _connect_watchdog(done: threading.Event, config: TrainConfig, who: str, clus
         )
     else:
         detail = (
-            f"connected to {address} but not all {planned_processes(config)} processes joined "
+            f"connected to {address} but not all {config.planned_processes()} processes joined "
             f"within {config.coordinator_timeout} s; start every process with the same "
             "--num-processes and a distinct --process-id"
         )

@@ -35,11 +35,11 @@ from pathlib import Path
 
 from unilab_jax.algos.config import settings_from_json
 from unilab_jax.algos.registry import ALGOS, get_algo
+from unilab_jax.cluster import detected_cluster
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, field_docs, with_host_devices
 from unilab_jax.distributed import (
     LAUNCH_FIELDS,
     broadcast_int,
-    detected_cluster,
     hard_exit,
     is_multiprocess,
     is_primary,
@@ -251,7 +251,6 @@ def _read_config_file(path: str) -> tuple[dict, dict]:
         raise ConfigError(
             f"--config {path}: not a readable run_config.json ({type(err).__name__}: {err})"
         ) from None
-    train.pop("sim_backend", None)  # written by versions whose core had the field
     for name in LAUNCH_FIELDS:  # how that run was started, not what it trained
         train.pop(name, None)
     known = _fields(TrainConfig)

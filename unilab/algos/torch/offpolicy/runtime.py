@@ -8,10 +8,8 @@ which ``algo_type`` to hand the runner and collector, which extra actor kwargs t
 symmetry augmentation is supported, and which extra model kwargs to derive from the observation
 sizes.
 
-In the reference library this hook is used by HORA-SAC
-(``runtime_resolver: unilab.algos.torch.hora.sac:resolve_hora_sac_runtime``), whose runtime builds
-``priv_info_dim = critic_obs_dim - obs_dim`` and the privileged-encoder sizes. This project ships
-no custom runtime; the hook is kept so that configs and third-party packages can plug one in.
+This project ships no custom runtime (the reference's HORA-SAC used one); the hook is kept so
+that configs and third-party packages can plug one in.
 """
 
 from __future__ import annotations
@@ -33,7 +31,8 @@ class OffPolicyRuntime:
     Attributes:
         learner_cls: learner class the script instantiates (it must honour the learner contract:
             ``actor``, ``update_critic``, ``update_actor``, ``soft_update_target``, ...).
-        algo_type: algorithm tag passed to the runner and the collector (e.g. ``"hora_sac"``).
+        algo_type: algorithm tag passed to the runner and the collector (a name of
+            ``unilab.algos.torch.registry``).
         actor_kwargs: extra keyword arguments for the collector-side actor.
         supports_symmetry: whether the learner supports symmetry augmentation.
     """
@@ -48,8 +47,7 @@ class OffPolicyRuntime:
 
         The script passes the result both as learner kwargs and as the collector's
         ``actor_kwargs``, so learner and collector build identical actors. The base runtime adds
-        nothing; subclasses override this (HORA-SAC returns ``priv_info_dim`` and the privileged
-        encoder sizes).
+        nothing; subclasses override this (e.g. a privileged encoder's sizes).
         """
         del obs_dim, critic_obs_dim
         return {}

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from unilab.algos.torch.common.normalization import NORMALIZER_EPS
-from unilab.algos.torch.registry import TORCH_ALGOS, build_actor, get_torch_algo
+from unilab.algos.torch.registry import build_actor, get_torch_algo
 from unilab.ipc.async_runner import parent_alive
 from unilab.ipc.weight_sync import SharedWeightSync, _make_layout
 from unilab.logging.trace_event import TraceRecorder, maybe_span
@@ -91,8 +91,6 @@ def sample_offpolicy_actions(
     `actor.explore(obs, dones=prev_dones, deterministic=False)`; TD3 resamples the noise scale
     of envs whose previous step ended). Other algorithms raise `ValueError`.
     """
-    if algo_type == "hora_sac" and algo_type not in TORCH_ALGOS:
-        raise ValueError("algo_type 'hora_sac' is not available in this project; use 'sac'")
     explore = get_torch_algo(algo_type).explore
     return explore(actor, obs_torch, prev_dones_torch, priv_info_torch)
 
@@ -100,24 +98,14 @@ def sample_offpolicy_actions(
 def resolve_offpolicy_actor_priv_info(
     *, algo_type: str, obs_np: np.ndarray, critic_np: np.ndarray | None, info: Mapping[str, Any]
 ) -> np.ndarray | None:
-    """Resolve optional collector-side actor context for privileged off-policy actors.
+    """Collector-side actor context for privileged off-policy actors: None.
 
-    Only privileged actors (the reference's `hora_sac`) take one: `info["critic_info"]` when it
-    is an array of the right batch size, else the critic columns beyond the actor's. For
-    `sac` / `td3` the result is None.
+    The reference's privileged actor (HORA-SAC) read it from ``info["critic_info"]`` or the
+    critic columns beyond the actor's; neither algorithm of this project (``sac``, ``td3``) has
+    one, so the collector passes no context. The reference's signature, kept.
     """
-    if algo_type != "hora_sac":
-        return None
-    batch = obs_np.shape[0]
-    candidate = info.get("critic_info") if isinstance(info, Mapping) else None
-    if isinstance(candidate, np.ndarray) and candidate.shape[:1] == (batch,):
-        return candidate.astype(np.float32, copy=False)
-    if critic_np is not None and critic_np.shape[-1] > obs_np.shape[-1]:
-        return np.asarray(critic_np[:, obs_np.shape[-1] :], dtype=np.float32)
-    raise ValueError(
-        "privileged actor needs info['critic_info'] or critic observations wider than the "
-        f"actor's ({obs_np.shape[-1]} columns)"
-    )
+    del algo_type, obs_np, critic_np, info
+    return None
 
 
 def off_policy_collector_fn(
@@ -355,12 +343,8 @@ class _Collector:
         state = self.state
         obs, critic = state.obs["obs"], state.obs.get("critic", state.obs["obs"])
         with maybe_span(rec, "collector/actor_infer_cpu", cat="collector"):
-            priv = resolve_offpolicy_actor_priv_info(
-                algo_type=self.algo_type, obs_np=obs, critic_np=critic, info=state.info
-            )
-            priv_t = None if priv is None else torch.from_numpy(priv)
             actions = sample_offpolicy_actions(
-                self.actor, self.algo_type, self._policy_input(obs), self.prev_dones, priv_t
+                self.actor, self.algo_type, self._policy_input(obs), self.prev_dones
             )
         t2 = time.perf_counter()
         with maybe_span(rec, "collector/env_step", cat="collector"):

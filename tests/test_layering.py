@@ -1,0 +1,91 @@
+"""The packages' layering, read from the source (``ast``, nothing imported): the JAX core
+(``unilab_jax``) never imports the facade (``unilab``), and no modules import each other in a
+circle, counting every import (function-local and ``TYPE_CHECKING`` ones too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("unilab", "unilab_jax")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules ``name`` imports (``from pkg import sub`` counts as ``pkg.sub``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def known(target: str) -> str | None:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                head = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(head + ([node.module] if node.module else []))
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+            targets = subs if len(subs) == len(node.names) else [base, *subs]
+        else:
+            continue
+        out |= {t for t in map(known, targets) if t and t != name}
+    return out
+
+
+GRAPH = {name: _imports(name, path, _modules()) for name, path in _modules().items()}
+
+
+def test_the_core_never_imports_the_facade():
+    upward = sorted(
+        f"{a} imports {b}"
+        for a, targets in GRAPH.items()
+        if a.startswith("unilab_jax")
+        for b in targets
+        if b.split(".")[0] == "unilab"
+    )
+    assert not upward, upward
+
+
+def test_no_import_circles():
+    """Tarjan's strongly connected components of the import graph: each must be one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while component[-1:] != [v]:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in GRAPH:
+        if module not in index:
+            visit(module)
+    assert len(GRAPH) > 50 and not circles, circles
