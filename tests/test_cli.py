@@ -162,7 +162,15 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(td3_run, tmp_pa
     assert rerun["algo"] == dict(config["algo"], use_cdq=False)
 
 
-def test_resume_continues_from_the_newest_checkpoint(td3_run, tmp_path):
+def _array_crcs(checkpoint) -> dict:
+    """``(item, array) -> CRC-32`` of every array of one checkpoint (its ``meta.json``)."""
+    items = json.loads((checkpoint / "meta.json").read_text())["items"]
+    return {
+        (item, name): e["crc32"] for item, arrays in items.items() for name, e in arrays.items()
+    }
+
+
+def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
     first_dir, first = td3_run
     common = (
         "--env", "PendulumSwingup", "--algo", "td3", "--num-envs", "8", "--replay-buffer-n",
@@ -171,14 +179,21 @@ def test_resume_continues_from_the_newest_checkpoint(td3_run, tmp_path):
         "--num-atoms", "11", "--eval-envs", "0", "--quiet",
     )  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]
+    # Checkpoint 2 trained on to 4 is the first run's checkpoint 4, every array of it (the
+    # first run evaluated as it went; evaluation leaves the training state alone).
     second = run_cli(
-        *common, "--max-iterations", "6", "--log-dir", str(tmp_path / "b"),
-        "--resume", str(first_dir),
+        *common, "--max-iterations", "4", "--log-dir", str(tmp_path / "b"),
+        "--resume", str(first_dir), "--resume-step", "2",
     )  # fmt: skip
     assert second.returncode == 0, second.stderr[-3000:]
     summary = json.loads((tmp_path / "b" / "run_summary.json").read_text())
-    assert summary["completed_iterations"] == 6  # 4 restored + 2 more, not 6 more
-    assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").iterdir()) == ["6"]
+    assert summary["completed_iterations"] == 4  # 2 restored + 2 more, not 4 more
+    assert summary["final_mean_reward"] is not None  # one block trained, not none
+    assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").iterdir()) == ["4"]
+    resumed, uninterrupted = (
+        _array_crcs(d / "checkpoints" / "4") for d in (tmp_path / "b", first_dir)
+    )
+    assert len(resumed) > 40 and resumed == uninterrupted
     wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",
                     "--resume", str(first_dir))  # fmt: skip
     assert wrong.returncode != 0

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from tiny import TINY, TINY_SAC  # tests/tiny.py
 
-from unilab_jax.checkpoint import restore_checkpoint
-from unilab_jax.config import TrainConfig
+from unilab_jax.config import ConfigError, TrainConfig
 from unilab_jax.envs import register, registry
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.trainer import EnvNaNError, Trainer, train
@@ -76,27 +75,40 @@ def test_replay_bootstraps_through_time_limit_from_true_final_obs(run):
     np.testing.assert_allclose(moved, expected, atol=0.02)
 
 
-def test_checkpoint_restore_continues_identically(tmp_path, trainer):
+def _assert_same_state(a, b):
+    """Every leaf of two TrainStates (agent, replay, env states, exploration, key, iteration)
+    bit for bit."""
+    paths = jax.tree_util.tree_flatten_with_path(a)[0]
+    assert len(paths) > 40
+    for (path, x), y in zip(paths, jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(
+            np.asarray(x), np.asarray(y), err_msg=jax.tree_util.keystr(path)
+        )
+
+
+def test_resume_continues_bit_exactly_over_every_leaf(tmp_path, trainer):
     config = dataclasses.replace(TINY, save_interval=4)
     first = train(config, trainer=trainer, log_dir=tmp_path, logger="none", quiet=True)
     assert first.summary["last_checkpoint"].endswith("/6")
     saved = [h.get("checkpoint") for h in first.history]  # the checkpoint sink's field
     assert [p and p.rsplit("/", 1)[-1] for p in saved] == [None, "4", "6"]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["4", "6"]
-    restored = restore_checkpoint(tmp_path / "checkpoints", trainer.init_state(), step=6)
-    obs = np.linspace(-1, 1, 3 * 4).reshape(4, 3).astype(np.float32)
-    np.testing.assert_array_equal(
-        trainer.agent.act(first.state.agent, obs), trainer.agent.act(restored.agent, obs)
-    )
-    # Resuming from the restored state and from the live state gives the same run.
+    # The library resumes: checkpoint 4 trained on to 6 is the uninterrupted run's state.
+    again = train(config, trainer=trainer, log_dir=tmp_path / "b", logger="none", quiet=True,
+                  resume=tmp_path, resume_step=4)  # fmt: skip
+    assert again.history[0]["iteration"] == 6 and again.summary["completed_iterations"] == 6
+    _assert_same_state(again.state, first.state)
+    # resume=True: the run goes on in its own log dir from its newest checkpoint, as the live
+    # state would.
     more = dataclasses.replace(config, max_iterations=8, save_interval=0)
-    a = train(more, trainer=trainer, initial_state=restored, quiet=True)
-    b = train(more, trainer=trainer, initial_state=first.state, quiet=True)
-    np.testing.assert_array_equal(
-        jax.tree.leaves(a.state.agent)[0], jax.tree.leaves(b.state.agent)[0]
-    )
-    assert a.summary["completed_iterations"] == 8
-    assert a.history[0]["iteration"] == 8
+    b = train(more, trainer=trainer, log_dir=tmp_path, logger="none", quiet=True, resume=True)
+    c = train(more, trainer=trainer, initial_state=first.state, quiet=True)
+    _assert_same_state(b.state, c.state)
+    assert b.summary["completed_iterations"] == 8 and b.history[0]["iteration"] == 8
+    with pytest.raises(ConfigError, match=r"resume .*nowhere: no such directory"):
+        train(more, trainer=trainer, resume=tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="resume=True continues the run in log_dir"):
+        train(more, trainer=trainer, resume=True)
 
 
 class _PoisonedPendulum(PendulumSwingup):

@@ -56,6 +56,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from unilab_jax.errors import CheckpointError
+
 __all__ = [
     "CheckpointDamagedError",
     "CheckpointError",
@@ -75,10 +77,6 @@ _TMP_PREFIX = ".tmp-"
 _DELETING_PREFIX = ".deleting-"
 # TrainState fields stored as their own item; the rest go into "run".
 _OWN_ITEMS = ("agent", "replay", "env")
-
-
-class CheckpointError(Exception):
-    """A checkpoint that cannot be written or restored; the message says which and why."""
 
 
 class CheckpointSaveError(CheckpointError):

@@ -4,7 +4,7 @@ Each message names the setting, the value and the fix. ``ConfigError`` is a ``Va
 so the facade's documented ``ValueError`` contract holds for it too.
 """
 
-__all__ = ["ConfigError", "EnvNaNError"]
+__all__ = ["CheckpointError", "ConfigError", "EnvNaNError"]
 
 
 class ConfigError(ValueError):
@@ -13,3 +13,8 @@ class ConfigError(ValueError):
 
 class EnvNaNError(FloatingPointError):
     """An environment produced a non-finite observation or reward (training stops)."""
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be written or restored; the message says which and why
+    (``unilab_jax.checkpoint``'s errors and ``unilab_jax.resume.ResumeError`` derive from it)."""

@@ -47,6 +47,7 @@ from unilab_jax.distributed import (
     local_device_count,
 )
 from unilab_jax.presets import PRESET_CHOICES, family_of, get_preset, preset_line
+from unilab_jax.resume import checkpoint_folder
 from unilab_jax.rundir import claim_log_dir, probe_log_dir
 
 __all__ = ["main", "build_parser"]
@@ -306,80 +307,20 @@ def _first_process(args: argparse.Namespace) -> bool:
     return not process_id
 
 
-def _checkpoint_dir(resume: str) -> Path:
-    """The checkpoint folder of ``--resume DIR`` (a run's log dir or its ``checkpoints/``);
-    fails at once, creating nothing, when there is none."""
-    directory = Path(resume)
-    if (directory / "checkpoints").is_dir():
-        directory = directory / "checkpoints"
-    if not directory.is_dir():
-        raise ConfigError(f"--resume {resume}: no such directory")
-    if not any(p.name.isdigit() for p in directory.iterdir()):
-        raise ConfigError(f"--resume {resume}: no checkpoint in {directory}")
-    return directory
-
-
 def _resume_state(trainer, resume: str, step: int | None, current: dict):
     """The checkpoint ``step`` (default: newest) under ``resume``, restored into this
-    trainer's state layout; every failure is one clear message (``SystemExit``)."""
-    from unilab_jax.checkpoint import (
-        CheckpointDamagedError,
-        CheckpointError,
-        CheckpointMismatchError,
-        list_steps,
-        read_meta,
-        restore_checkpoint,
-    )
+    trainer's state layout (``unilab_jax.resume``); a failure is one clear line."""
+    from unilab_jax.resume import ResumeError, restore_run
 
-    directory = _checkpoint_dir(resume)
-    steps = list_steps(directory)
-    if step is not None and step not in steps:
-        raise SystemExit(
-            f"error: --resume-step {step}: no such checkpoint in {directory} "
-            f"(saved: {', '.join(map(str, steps))})"
-        )
-    step = steps[-1] if step is None else step
     try:
-        saved = read_meta(directory, step).get("config") or {}
-        return restore_checkpoint(directory, trainer.init_state(), step=step)
-    except CheckpointDamagedError as err:
-        older = [s for s in steps if s < step]
+        return restore_run(trainer, resume, step, current)
+    except ResumeError as err:
         offer = (
-            f"; resume from the previous one with --resume {resume} --resume-step {older[-1]}"
-            if older
-            else "; no earlier checkpoint is left"
+            f"; resume from the previous one with --resume {resume} --resume-step {err.older}"
+            if err.older is not None
+            else ""
         )
-        raise SystemExit(f"error: --resume: {err}{offer}") from None
-    except CheckpointMismatchError as err:
-        changed = _setting_differences(saved, current)
-        detail = "; ".join(changed) if changed else "; ".join(err.differences[:3]) + " (no config)"
-        raise SystemExit(
-            f"error: --resume {resume}: checkpoint {step} was written with other settings: "
-            f"{detail}; pass the checkpoint's values to resume it"
-        ) from None
-    except CheckpointError as err:
-        raise SystemExit(f"error: --resume {resume}: {err}") from None
-
-
-# Settings that only steer the host loop: a resumed run may change them freely.
-_FREE_ON_RESUME = {
-    "max_iterations", "log_interval", "save_interval", "eval_envs", "eval_interval", "seed",
-    "matmul_precision", "collection", "physics_threads", *LAUNCH_FIELDS,
-}  # fmt: skip
-
-
-def _setting_differences(saved: dict, current: dict) -> list[str]:
-    """``"name: checkpoint X, now Y"`` for every setting that differs (host-only ones aside)."""
-    out = []
-    # Another algorithm has other settings altogether: naming the algorithm says it all.
-    same_algo = saved.get("train", {}).get("algo") == current.get("train", {}).get("algo")
-    for section in ("train", "algo") if same_algo else ("train",):
-        old, new = saved.get(section, {}), current.get(section, {})
-        for name in sorted(set(old) | set(new)):
-            if name in _FREE_ON_RESUME or old.get(name) == new.get(name):
-                continue
-            out.append(f"{name}: checkpoint {old.get(name)!r}, now {new.get(name)!r}")
-    return out
+        raise SystemExit(f"error: --resume {resume}: {err.reason}{offer}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -429,7 +370,7 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     try:  # before any heavy import: these fail in a fraction of a second, creating nothing
         if args.resume:
-            _checkpoint_dir(args.resume)
+            checkpoint_folder(args.resume, "--resume")
         if args.log_dir and _first_process(args):  # process 0 claims it; the others do not
             probe_log_dir(args.log_dir)
     except ConfigError as err:

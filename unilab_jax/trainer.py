@@ -45,6 +45,7 @@ from unilab_jax.loop import (
     make_train_step,
     state_specs,
 )
+from unilab_jax.resume import checkpoint_folder, restore_run
 from unilab_jax.rundir import claim_log_dir
 from unilab_jax.sinks import (
     CallbackSink,
@@ -332,6 +333,8 @@ def train(
     quiet: bool = False,
     trainer: Trainer | None = None,
     initial_state: TrainState | None = None,
+    resume: str | Path | bool | None = None,
+    resume_step: int | None = None,
     checkpointer: Checkpointer | None = None,
     on_block: Callable[[dict], Any] | None = None,
     sinks: Sequence[Sink] | None = None,
@@ -354,7 +357,13 @@ def train(
     SIGINT/SIGTERM stop the run after its current block with a final checkpoint and raise
     ``TrainingInterrupted`` / ``TrainingTerminated`` (``unilab_jax.interrupts``). ``quiet``
     silences the console (tests). ``trainer`` reuses already compiled functions;
-    ``initial_state`` continues from a given state. A fresh run (no ``initial_state``) compiles
+    ``initial_state`` continues from a given state.
+
+    ``resume``: continue the run whose log dir (or ``checkpoints/`` folder) it names, from
+    its newest checkpoint or ``resume_step``, exactly (``unilab_jax.resume``); ``True`` names
+    ``log_dir`` itself, where the run goes on writing. The settings must build the same
+    state (``ResumeError`` names each difference); ``max_iterations`` counts from the start
+    of the run. A fresh run (no ``initial_state``) compiles
     its first block's step in a background thread while init compiles and runs
     (``Trainer.precompile_step``), and the evaluator beside what is left of it.
 
@@ -366,10 +375,23 @@ def train(
     """
     if logger not in LOGGERS:
         raise ConfigError(f"unknown logger {logger!r}; choose one of {', '.join(LOGGERS)}")
+    if resume is True:
+        if log_dir is None:
+            raise ConfigError("resume=True continues the run in log_dir, but no log_dir is given")
+        resume = log_dir
+    if resume is not None and resume is not False:
+        if initial_state is not None:
+            raise ConfigError("pass resume or initial_state, not both")
+        checkpoint_folder(resume)  # at once, before anything is built
+    elif resume_step is not None:
+        raise ConfigError(f"resume_step {resume_step} given without resume")
     if trainer is None:
         trainer = Trainer(config, algo_config)
     else:
         _check_same_build(config, trainer.config)
+    if resume is not None and resume is not False:
+        settings = run_config(config, trainer.algo_config)
+        initial_state = restore_run(trainer, resume, resume_step, settings)
     # One run per log dir; in a multi-process run process 0 owns it and writes its files.
     lock = claim_log_dir(log_dir) if log_dir is not None and distributed.is_primary() else None
     try:
