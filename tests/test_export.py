@@ -187,6 +187,39 @@ def test_verification_fails_on_an_export_that_lost_its_normaliser(sac_policy, tm
         export.verify_export(sac_policy, path, "torch")
 
 
+def test_export_policy_checks_before_the_file_is_in_place(sac_policy, tmp_path, monkeypatch):
+    """A file that misses the tolerance (its normaliser's statistics lost in writing), or any
+    other failure during the check, never reaches ``out``: an earlier file there stays as it
+    was and no temporary file is left."""
+    out = tmp_path / "policy.pt"
+    out.write_bytes(b"an earlier export")
+    structure = export._actor_structure
+
+    def lose_the_normaliser(policy):
+        architecture, tensors = structure(policy)
+        return architecture, {**tensors, "obs_mean": np.zeros_like(tensors["obs_mean"])}
+
+    monkeypatch.setattr(export, "_actor_structure", lose_the_normaliser)
+    with pytest.raises(
+        export.ExportVerificationError,
+        match=f"{out} .torch. differs from the JAX policy.*; {out} was not written",
+    ):
+        export.export_policy(sac_policy, "torch", out)
+    assert out.read_bytes() == b"an earlier export" and sorted(tmp_path.iterdir()) == [out]
+    monkeypatch.setattr(export, "_actor_structure", structure)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "verify_export", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export.export_policy(sac_policy, "onnx", tmp_path / "policy.onnx")
+    assert sorted(tmp_path.iterdir()) == [out]
+    monkeypatch.undo()
+    assert export.export_policy(sac_policy, "torch", out) == out
+    assert export.verify_export(sac_policy, out, "torch") <= ATOL
+
+
 def test_unknown_format_is_a_clear_error(sac_policy, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         export.main([str(tmp_path), "--format", "tflite", "--out", str(tmp_path / "p")])

@@ -38,11 +38,13 @@ action layout, action scaling, normaliser, unilab_jax version and the run's conf
   ``metadata_props`` (``metadata.json`` holds the whole dict, the other keys single fields):
   ``onnxruntime.InferenceSession(FILE).run(["action"], {"obs": obs})``.
 
-Every export is checked before the command returns: the written file is loaded back with the
-plain library (``torch.load`` / ``torch.jit.load`` / ``onnxruntime``), run on ``--samples``
-random observations (spread around the normaliser's statistics) and compared with the JAX
-policy (computed at full float32 matmul precision, also on a GPU); a difference above
-``TOLERANCE`` (float32 round-off, 1e-5) removes the file and exits with status 1.
+Every export is checked before it is in place, from Python (``export_policy``) and from the
+command line alike: the file, written under a temporary name beside ``--out``, is loaded back
+with the plain library (``torch.load`` / ``torch.jit.load`` / ``onnxruntime``), run on
+``--samples`` random observations (spread around the normaliser's statistics) and compared
+with the JAX policy (computed at full float32 matmul precision, also on a GPU); only then is
+it renamed to ``--out``. A difference above ``TOLERANCE`` (float32 round-off, 1e-5) or any
+other failure deletes the temporary file, leaves ``--out`` as it was and exits with status 1.
 Needs ``pip install 'unilab-jax[export]'`` (torch; onnx, onnxruntime and onnxscript for
 ``--format onnx``).
 
@@ -60,6 +62,7 @@ import functools
 import importlib.util
 import json
 import logging
+import os
 import sys
 import warnings
 import zipfile
@@ -448,22 +451,49 @@ def export_metadata(policy: Any, fmt: str, architecture: dict | None = None) -> 
 
 
 # ------------------------------------------------------------------------- export
-def export_policy(policy: Any, fmt: str, out: str | Path) -> Path:
+def export_policy(policy: Any, fmt: str, out: str | Path, samples: int = 256) -> Path:
     """Write ``policy`` (a ``unilab_jax.policy.Policy``) to ``out`` in format ``fmt`` (one of
-    ``FORMATS``) and return the path; see the module docstring for each format's contents and
-    how to load it. The file is not checked here: ``verify_export`` does that."""
+    ``FORMATS``), checked, and return the path; see the module docstring for each format's
+    contents and how to load it.
+
+    The file is written beside ``out`` under a temporary name, loaded back and run on
+    ``samples`` random observations against the JAX policy (``verify_export``), and only then
+    renamed to ``out``. Any failure (a miss of the tolerance, an exporter error, an interrupt)
+    deletes the temporary file and leaves ``out`` as it was, an earlier file included."""
+    return _write_checked(policy, fmt, out, samples)[0]
+
+
+def _write_checked(policy: Any, fmt: str, out: str | Path, samples: int) -> tuple[Path, float]:
+    """``export_policy``, also returning the largest difference the check measured."""
     _check_format(fmt)
     _require(fmt)
-    import torch
-
     out = Path(out)
     if out.is_dir():
         raise ExportError(f"--out {out} is a directory; name the file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.stem}.partial-{os.getpid()}{out.suffix}")
+    try:
+        _write(policy, fmt, partial)
+        try:
+            diff = verify_export(policy, partial, fmt, samples)
+        except ExportVerificationError as err:
+            raise ExportVerificationError(
+                str(err).replace(str(partial), str(out)) + f"; {out} was not written"
+            ) from None
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return out, diff
+
+
+def _write(policy: Any, fmt: str, out: Path) -> None:
+    """The export itself, unchecked."""
+    import torch
+
     architecture, tensors = _actor_structure(policy)
     state_dict = {k: torch.from_numpy(v) for k, v in tensors.items()}
     module = build_module(architecture, state_dict)
     metadata = export_metadata(policy, fmt, architecture)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "torch":
         torch.save(
             {
@@ -479,7 +509,6 @@ def export_policy(policy: Any, fmt: str, out: str | Path) -> Path:
         torch.jit.save(scripted, str(out), _extra_files={_METADATA_FILE: json.dumps(metadata)})
     else:
         _export_onnx(module, metadata, out)
-    return out
 
 
 def _export_onnx(module: Any, metadata: dict, out: Path) -> None:
@@ -700,15 +729,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, CheckpointError, UnknownEnvError, ValueError) as err:
         return _error(str(err))
     try:
-        path = export_policy(policy, args.format, args.out)
+        path, diff = _write_checked(policy, args.format, args.out, args.samples)
+    except ExportVerificationError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except ExportError as err:
         return _error(str(err))
-    try:
-        diff = verify_export(policy, path, args.format, args.samples)
-    except ExportVerificationError as err:
-        path.unlink(missing_ok=True)
-        print(f"error: {err}; the file was removed", file=sys.stderr)
-        return 1
     normalizes = _algo_config(policy).obs_normalization
     normaliser = "normaliser included" if normalizes else "no normaliser (trained without one)"
     print(
