@@ -136,8 +136,33 @@ def test_disk_full_at_a_save_is_a_clear_error_and_the_previous_checkpoint_surviv
         writer.save(2, _state(2))
     assert "could not write checkpoint 2" in str(err.value)
     assert "checkpoint 1 is intact" in str(err.value)
+    assert "MiB free, a checkpoint needs about" in str(err.value)  # the pre-check refused it
     assert sorted(p.name for p in (small_disk / "checkpoints").iterdir()) == ["1"]  # no tmp
     _assert_same(restore_checkpoint(small_disk / "checkpoints", _state()), _state(1))
     ballast.unlink()  # space again: the next save works
     writer.save(2, _state(2))
     assert list_steps(small_disk / "checkpoints") == [1, 2]
+
+
+def test_a_save_failing_after_orbax_started_writing_leaves_the_previous_checkpoint(tmpfs, capfd):
+    """Room for the pre-check (1.1 x the arrays + 64 KiB) but not for orbax's files (on a
+    tmpfs every one of its ~45 small files takes a 4 KiB page: about 190 KiB in all): orbax
+    itself fails midway, from its writer threads."""
+    small_disk = tmpfs("size=1m")
+    writer = CheckpointWriter(small_disk / "checkpoints")
+    writer.save(1, _state(1))
+    need = sum(x.nbytes for x in jax.tree.leaves(_state(2)))
+    with open(small_disk / "ballast", "wb") as f:  # leave the pre-check's need + 24 KiB
+        free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+        f.write(b"\0" * (free - (int(need * 1.1) + (64 << 10) + (24 << 10))))
+    capfd.readouterr()
+    with pytest.raises(CheckpointSaveError) as err:
+        writer.save(2, _state(2))
+    under = small_disk / "checkpoints"
+    assert str(err.value) == (
+        f"could not write checkpoint 2 under {under}: No space left on device; "
+        "checkpoint 1 is intact"
+    )
+    assert capfd.readouterr().err == ""  # orbax's writer threads' tracebacks held back
+    assert sorted(p.name for p in under.iterdir()) == ["1"]  # the partial save is removed
+    _assert_same(restore_checkpoint(under, _state()), _state(1))

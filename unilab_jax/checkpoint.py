@@ -43,6 +43,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -484,8 +485,17 @@ def _stderr_kept_on_success():
 def _save_failure(iteration: int, directory: Path, err: Exception) -> str:
     earlier = list_steps(directory)
     kept = f"checkpoint {earlier[-1]} is intact" if earlier else "no earlier checkpoint exists"
-    reason = getattr(err, "strerror", None) or str(err).split("\n")[0]
-    return f"could not write checkpoint {iteration} under {directory}: {reason}; {kept}"
+    return f"could not write checkpoint {iteration} under {directory}: {_reason(err)}; {kept}"
+
+
+def _reason(err: Exception) -> str:
+    """The operating system's word for a failed save: an ``OSError``'s own, or the one a
+    tensorstore error from orbax's writer threads records (``[os_error_code='28']``, inside a
+    message of thousands of characters of paths and specs); else the message's first line."""
+    if getattr(err, "strerror", None):
+        return err.strerror
+    code = re.search(r"os_error_code='(\d+)'", str(err))
+    return os.strerror(int(code.group(1))) if code else str(err).split("\n")[0]
 
 
 def _write_json(path: Path, value: Any) -> None:

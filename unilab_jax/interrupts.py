@@ -1,13 +1,13 @@
 """Preemption-safe training: SIGTERM and SIGINT stop a run after its current block.
 
 Clusters preempt jobs with SIGTERM (then SIGKILL after a grace period); people press Ctrl+C.
-While ``train`` runs (in the main thread), ``StopSignals`` turns the first of either signal
-into a request that the host loop honours at the end of the running block: it writes a final
-checkpoint, restores the terminal and raises ``TrainingInterrupted`` (SIGINT; a
-``KeyboardInterrupt``) or ``TrainingTerminated`` (SIGTERM; a ``SystemExit`` with code 143),
-both ``RunStopped``, carrying the signal, the iteration and the checkpoint path. Uncaught in a
-script they end it with the conventional status, 130 or 143; ``python -m unilab_jax.train``
-prints one line with the resume command.
+While a run trains (in the main thread), ``StopSignals`` turns the first of either signal
+into a request that the loop honours at the end of the running block (the core) or iteration
+(the facade's torch path): it writes a final checkpoint, restores the terminal and raises
+``TrainingInterrupted`` (SIGINT; a ``KeyboardInterrupt``) or ``TrainingTerminated`` (SIGTERM;
+a ``SystemExit`` with code 143), both ``RunStopped``, carrying the signal, the iteration and
+the checkpoint path. Uncaught in a script they end it with the conventional status, 130 or
+143; ``python -m unilab_jax.train`` prints one line with the resume command.
 
 A second signal means "now": it raises an ``ImmediateStop`` (``ImmediateInterrupt`` or
 ``ImmediateTermination``, again a ``KeyboardInterrupt`` / ``SystemExit``) at once, wherever
@@ -15,15 +15,24 @@ the host is, and the CLI exits without waiting for the device. A running block
 is never abandoned on the first signal: its buffers are donated, so the state exists only once
 the block is done (one block is ``log_interval`` iterations, seconds on most set-ups).
 
+One family: every exception a signal raises, in the core and in the facade, is a
+``RunSignal`` (its ``signum`` and ``exit_code``): ``RunStopped`` and ``ImmediateStop`` above,
+and ``StopRequested``, the first signal raised by ``StopSignals.check()`` where a loop that
+polls (the torch path, waiting for its next iteration's data) can stop; that loop catches it,
+saves and raises ``RunStopped``. Each comes as a ``KeyboardInterrupt`` (SIGINT) and a
+``SystemExit(128 + signum)`` (SIGTERM) variant, so one that escapes still ends a program as
+the signal would.
+
 The host waits for the device through ``wait`` (a worker thread does the blocking call), so
 a signal is handled within milliseconds even during a long block or compilation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -31,13 +40,18 @@ __all__ = [
     "ImmediateInterrupt",
     "ImmediateStop",
     "ImmediateTermination",
+    "InterruptRequested",
+    "RunSignal",
     "RunStopped",
+    "StopRequested",
     "StopSignals",
+    "TerminationRequested",
     "TrainingInterrupted",
     "TrainingTerminated",
     "run_stopped",
     "signal_name",
     "stop_now",
+    "stop_requested",
 ]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -47,24 +61,52 @@ def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
-class RunStopped(BaseException):
-    """Mixin of the two ways a run ends on its first signal, after finishing its block (or
-    iteration) and saving: ``TrainingInterrupted`` (SIGINT, a ``KeyboardInterrupt``) and
-    ``TrainingTerminated`` (SIGTERM, a ``SystemExit`` with code 143, so an uncaught one ends
-    a script with the conventional status and no traceback)."""
+class RunSignal(BaseException):
+    """Every exception a SIGINT/SIGTERM raises (see the module docstring); ``exit_code`` is
+    the conventional status of the signal, 128 + its number."""
 
     signum: int
-    iteration: int
-    checkpoint: str | None
-    summary: dict
-    saved: str
 
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
 
+
+class StopRequested(RunSignal):
+    """A first signal, raised by ``StopSignals.check()`` where a polling loop can stop: the
+    loop catches it, saves and raises ``RunStopped``."""
+
+    def __str__(self) -> str:
+        return f"{signal_name(self.signum)} received: stopping"
+
+
+class RunStopped(RunSignal):
+    """A run ended on its first signal, after finishing its block (or iteration) and saving:
+    ``TrainingInterrupted`` (SIGINT) or ``TrainingTerminated`` (SIGTERM)."""
+
+    iteration: int
+    checkpoint: str | None
+    summary: dict
+    saved: str
+
     def __str__(self) -> str:
         return f"{signal_name(self.signum)}: stopped after iteration {self.iteration}; {self.saved}"
+
+
+class ImmediateStop(RunSignal):
+    """A second signal's "stop now", raised wherever the host is: ``ImmediateInterrupt``
+    (SIGINT) or ``ImmediateTermination`` (SIGTERM)."""
+
+    def __str__(self) -> str:
+        return f"second {signal_name(self.signum)}: stopped at once"
+
+
+class InterruptRequested(StopRequested, KeyboardInterrupt):
+    """A first SIGINT (Ctrl+C), not yet honoured."""
+
+
+class TerminationRequested(StopRequested, SystemExit):
+    """A first SIGTERM (preemption), not yet honoured."""
 
 
 class TrainingInterrupted(RunStopped, KeyboardInterrupt):
@@ -75,32 +117,6 @@ class TrainingTerminated(RunStopped, SystemExit):
     """SIGTERM (preemption): training stopped after its block, with a final checkpoint."""
 
 
-def run_stopped(
-    signum: int, iteration: int, checkpoint: str | None, summary: dict, saved: str
-) -> RunStopped:
-    """The exception to raise for a run stopped by ``signum`` (see ``RunStopped``)."""
-    cls = TrainingTerminated if signum == signal.SIGTERM else TrainingInterrupted
-    error = cls(128 + signum) if cls is TrainingTerminated else cls()
-    error.signum, error.iteration, error.checkpoint = signum, iteration, checkpoint
-    error.summary, error.saved = summary, saved
-    return error
-
-
-class ImmediateStop(BaseException):
-    """Mixin of a second signal's "stop now", raised wherever the host is: ``ImmediateInterrupt``
-    (SIGINT, a ``KeyboardInterrupt``) or ``ImmediateTermination`` (SIGTERM, ``SystemExit(143)``).
-    """
-
-    signum: int
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-    def __str__(self) -> str:
-        return f"second {signal_name(self.signum)}: stopped at once"
-
-
 class ImmediateInterrupt(ImmediateStop, KeyboardInterrupt):
     """A second SIGINT."""
 
@@ -109,27 +125,79 @@ class ImmediateTermination(ImmediateStop, SystemExit):
     """A second SIGTERM."""
 
 
-def stop_now(signum: int) -> ImmediateStop:
-    """The exception a second ``signum`` raises."""
-    error = ImmediateTermination(128 + signum) if signum == signal.SIGTERM else ImmediateInterrupt()
+_VARIANTS = {
+    StopRequested: (InterruptRequested, TerminationRequested),
+    RunStopped: (TrainingInterrupted, TrainingTerminated),
+    ImmediateStop: (ImmediateInterrupt, ImmediateTermination),
+}
+
+
+def _of(kind: type[RunSignal], signum: int) -> RunSignal:
+    """The ``kind`` exception of ``signum``: its SIGINT (a ``KeyboardInterrupt``) or SIGTERM
+    (a ``SystemExit(128 + signum)``) variant."""
+    interrupt, termination = _VARIANTS[kind]
+    error = termination(128 + signum) if signum == signal.SIGTERM else interrupt()
     error.signum = signum
     return error
+
+
+def stop_requested(signum: int) -> StopRequested:
+    """The ``StopRequested`` of a first ``signum``."""
+    return _of(StopRequested, signum)
+
+
+def run_stopped(
+    signum: int, iteration: int, checkpoint: str | None, summary: dict, saved: str
+) -> RunStopped:
+    """The exception to raise for a run stopped by ``signum`` (see ``RunStopped``)."""
+    error = _of(RunStopped, signum)
+    error.iteration, error.checkpoint, error.summary, error.saved = (
+        iteration, checkpoint, summary, saved,
+    )  # fmt: skip
+    return error
+
+
+def stop_now(signum: int) -> ImmediateStop:
+    """The exception a second ``signum`` raises."""
+    return _of(ImmediateStop, signum)
+
+
+_DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 
 
 class StopSignals:
     """While active, the first SIGINT/SIGTERM sets ``requested`` (and calls ``on_request``);
     a second one raises ``ImmediateStop``. Outside the main thread it does nothing, since
-    Python delivers signals to the main thread only."""
+    Python delivers signals to the main thread only.
 
-    def __init__(self, on_request: Callable[[int], Any] | None = None) -> None:
+    - A loop that polls calls ``check()``: it raises ``StopRequested`` once a stop was
+      requested, and again an ``ImmediateStop`` that Python swallowed (an exception raised
+      while a finaliser, ``__del__`` or a weakref callback, runs is lost), so a loop that
+      checks at every iteration and in its waits cannot miss either.
+    - ``deferred()``: while cleanup runs (collector join, shared memory), further signals are
+      noted and ignored, so they cannot leave a process or a ``/dev/shm`` entry behind.
+    - ``own_handlers_win``: install only over Python's default handler of each signal (a
+      handler of the caller's own, or an ignored signal, is left alone): the facade's runners
+      run inside other people's programs. The core's ``train`` takes both signals.
+    """
+
+    def __init__(
+        self, on_request: Callable[[int], Any] | None = None, own_handlers_win: bool = False
+    ) -> None:
         self.requested: int | None = None
+        self.pending: BaseException | None = None
         self.on_request = on_request
+        self._own_handlers_win = own_handlers_win
+        self._deferring = False
         self._previous: dict[int, Any] = {}
         self._pool: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in _SIGNALS:
+                previous = signal.getsignal(signum)
+                if self._own_handlers_win and previous is not _DEFAULT_HANDLERS[signum]:
+                    continue  # the caller's own handler (or SIG_IGN) stays
                 self._previous[signum] = signal.signal(signum, self._handle)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="unilab-jax-wait")
         return self
@@ -138,17 +206,40 @@ class StopSignals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous.clear()
+        self.pending = None  # its traceback would keep the run's frames alive
         if self._pool is not None:
             # Do not wait for an abandoned call (a second signal): the process is ending.
             self._pool.shutdown(wait=exc[0] is None, cancel_futures=True)
             self._pool = None
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self._deferring:
+            if self.requested is None:
+                self.requested = signum
+            return
         if self.requested is not None:
-            raise stop_now(signum)
+            self.pending = stop_now(signum)
+            raise self.pending
         self.requested = signum
         if self.on_request is not None:
             self.on_request(signum)
+
+    def check(self) -> None:
+        """Raise a swallowed immediate stop again, else ``StopRequested`` if a signal asked
+        the run to stop."""
+        if self.pending is not None:
+            raise self.pending
+        if self.requested is not None:
+            raise stop_requested(self.requested)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Signals arriving inside the block are noted, not raised (cleanup must finish)."""
+        previous, self._deferring = self._deferring, True
+        try:
+            yield
+        finally:
+            self._deferring = previous
 
     def wait(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in the worker thread; the main thread waits interruptibly, so a

@@ -437,8 +437,8 @@ def test_collector_failure_stops_every_learner_rank(tmp_path):
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_interrupt_swallowed_by_a_finaliser_is_raised_again():
     """Python ignores an exception raised while ``__del__`` runs: a SIGINT landing there would
-    let the training loop run on. ``interrupt_guard`` remembers it for the loop's next check."""
-    from unilab.ipc.async_runner import interrupt_guard
+    let the training loop run on. ``StopSignals`` remembers it for the loop's next check."""
+    from unilab_jax.interrupts import StopSignals
 
     class SignalsWhileFinalised:
         def __del__(self):
@@ -449,7 +449,7 @@ def test_interrupt_swallowed_by_a_finaliser_is_raised_again():
     # The guard only replaces Python's default handler; earlier tests may have left another.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with interrupt_guard() as guard:
+        with StopSignals(own_handlers_win=True) as guard:
             obj = SignalsWhileFinalised()
             del obj  # no KeyboardInterrupt escapes
             assert guard.requested

@@ -15,14 +15,15 @@ the lifetime rules in one place:
   collector, decides how to stop (it sets the stop event in `close()`). The collector also
   exits on its own if the learner process disappears (`parent_alive`), and ends with
   `os._exit` (no interpreter teardown to wait for).
-- Signals in the learner: `InterruptGuard` (`interrupt_guard()`, around a run) is the core's
-  `unilab_jax.interrupts.StopSignals`: the first SIGINT/SIGTERM is a request that the loop
-  honours where it waits for its next iteration's data (`check()` raises `StopRequested`; the
-  loop saves and raises `RunStopped`), a second one raises `ImmediateStop` at once. Neither
-  can be lost: Python swallows an exception raised while a finaliser (`__del__`, a weakref
-  callback) runs, and `check()` raises a swallowed one again, so a signal landing there
-  cannot leave a 1,000,000-iteration run going. Cleanup runs `deferred()`: signals then are
-  noted, not raised, so that it always finishes.
+- Signals in the learner are the core's (`unilab_jax.interrupts.StopSignals`, one exception
+  family for both): the torch loop holds one around a run, over Python's default handlers
+  only (`own_handlers_win`). The first SIGINT/SIGTERM is a request that the loop honours
+  where it waits for its next iteration's data (`check()` raises `StopRequested`; the loop
+  saves and raises `RunStopped`), a second one raises `ImmediateStop` at once. Neither can be
+  lost: Python swallows an exception raised while a finaliser (`__del__`, a weakref callback)
+  runs, and `check()` raises a swallowed one again, so a signal landing there cannot leave a
+  1,000,000-iteration run going. Cleanup runs `deferred()`: signals then are noted, not
+  raised, so that it always finishes.
 - `close()` is idempotent and runs from `learn()`'s `finally`, from user code and from
   `__del__`: set stop, join (10 s), kill, then release every registered resource
   (`cleanup()` if it has one, else `close()`), so no process and no `/dev/shm` entry
@@ -39,121 +40,16 @@ import queue
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-from unilab_jax.interrupts import ImmediateStop, StopSignals, signal_name
 
 __all__ = [
     "AsyncRunner",
     "CollectorError",
-    "InterruptGuard",
-    "InterruptRequested",
-    "StopRequested",
-    "TerminationRequested",
-    "interrupt_guard",
     "parent_alive",
-    "stop_requested",
 ]
 
 _JOIN_TIMEOUT_S = 10.0
-
-
-class StopRequested(BaseException):
-    """A first SIGINT/SIGTERM, raised by ``InterruptGuard.check()`` where the training loop can
-    stop: the loop catches it, saves and raises ``RunStopped``. Should it escape, it ends the
-    program like the signal's own exception: ``InterruptRequested`` is a ``KeyboardInterrupt``,
-    ``TerminationRequested`` a ``SystemExit`` with code 143."""
-
-    signum: int
-
-    def __str__(self) -> str:
-        return f"{signal_name(self.signum)} received: stopping"
-
-
-class InterruptRequested(StopRequested, KeyboardInterrupt):
-    """A first SIGINT (Ctrl+C)."""
-
-
-class TerminationRequested(StopRequested, SystemExit):
-    """A first SIGTERM (preemption)."""
-
-
-def stop_requested(signum: int) -> StopRequested:
-    """The ``StopRequested`` of ``signum``."""
-    error = TerminationRequested(128 + signum) if signum == signal.SIGTERM else InterruptRequested()
-    error.signum = signum
-    return error
-
-
-_DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
-
-
-class InterruptGuard(StopSignals):
-    """The core's ``StopSignals`` (first SIGINT/SIGTERM: a request, ``requested``; second: an
-    immediate ``ImmediateStop``), made safe against finalisers and for cleanup:
-
-    - Python swallows an exception raised while a finaliser (``__del__``, a weakref callback)
-      runs. The guard remembers the immediate stop it raised, and ``check()`` raises it again;
-      ``check()`` also raises ``StopRequested`` once a stop was requested, so a loop that calls
-      it at every iteration and in its waits cannot miss either.
-    - ``deferred()``: while cleanup runs (collector join, shared memory), further signals are
-      noted and ignored, so they cannot leave a process or a ``/dev/shm`` entry behind.
-    - Installed only over Python's default handler of each signal, in the main thread: a
-      handler of the caller's own (or an ignored signal) is left alone.
-    """
-
-    def __init__(self, on_request: Callable[[int], Any] | None = None) -> None:
-        super().__init__(on_request)
-        self.pending: BaseException | None = None
-        self._deferring = False
-
-    def __enter__(self) -> InterruptGuard:
-        super().__enter__()
-        for signum, previous in list(self._previous.items()):
-            if previous is not _DEFAULT_HANDLERS.get(signum):
-                signal.signal(signum, previous)  # the caller's own handler (or SIG_IGN) stays
-                del self._previous[signum]
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
-        self.pending = None  # its traceback would keep the run's frames alive
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self._deferring:
-            if self.requested is None:
-                self.requested = signum
-            return
-        try:
-            super()._handle(signum, frame)
-        except ImmediateStop as error:
-            self.pending = error
-            raise
-
-    def check(self) -> None:
-        """Raise a swallowed immediate stop again, else ``StopRequested`` if a signal asked
-        the run to stop."""
-        if self.pending is not None:
-            raise self.pending
-        if self.requested is not None:
-            raise stop_requested(self.requested)
-
-    @contextlib.contextmanager
-    def deferred(self) -> Iterator[None]:
-        """Signals arriving inside the block are noted, not raised (cleanup must finish)."""
-        previous, self._deferring = self._deferring, True
-        try:
-            yield
-        finally:
-            self._deferring = previous
-
-
-@contextlib.contextmanager
-def interrupt_guard(on_request: Callable[[int], Any] | None = None) -> Iterator[InterruptGuard]:
-    """An active :class:`InterruptGuard` for the block (see there)."""
-    with InterruptGuard(on_request) as guard:
-        yield guard
 
 
 class CollectorError(RuntimeError):

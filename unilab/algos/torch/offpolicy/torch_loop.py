@@ -22,7 +22,7 @@ it collected: the one number the summary's `total_env_steps` and the panel's "To
 report (`_end_collection`).
 
 SIGINT and SIGTERM (`_learn_torch`, with the core's `unilab_jax.interrupts` through
-`unilab.ipc.async_runner.InterruptGuard`): the first one is a request. The running iteration
+`unilab_jax.interrupts.StopSignals`): the first one is a request. The running iteration
 finishes; the next one checks for it where it waits for its data (sync mode polls the
 collector every second, so a waiting run stops within about a second; the double buffer's
 wait checks every 0.5 s), abandons itself before training, saves `model_<N>.pt` of the last
@@ -55,9 +55,17 @@ from unilab.algos.torch.offpolicy import ranks
 from unilab.algos.torch.offpolicy.run_state import RunState
 from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
-from unilab.ipc.async_runner import AsyncRunner, InterruptGuard, StopRequested, stop_requested
+from unilab.ipc.async_runner import AsyncRunner
 from unilab.logging.trace_event import TraceRecorder, maybe_span
-from unilab_jax.interrupts import ImmediateStop, RunStopped, run_stopped, signal_name
+from unilab_jax.interrupts import (
+    ImmediateStop,
+    RunStopped,
+    StopRequested,
+    StopSignals,
+    run_stopped,
+    signal_name,
+    stop_requested,
+)
 from unilab_jax.logging import OffPolicyLogger
 
 __all__ = ["RUN_IPC_ATTRIBUTES", "TRACE_FILE", "BatchSource", "RingBatches", "TorchLoop"]
@@ -128,7 +136,7 @@ class TorchLoop(AsyncRunner):
     world_size = 1
     _batches: BatchSource = RingBatches()
     #: The run's signal handling while `learn` runs in this process (None in a learner rank).
-    _interrupts: InterruptGuard | None = None
+    _interrupts: StopSignals | None = None
     #: Several ranks: the parent's stop request (a shared int, the signal number; 0: none).
     _rank_stop: Any = None
 
@@ -141,7 +149,7 @@ class TorchLoop(AsyncRunner):
         self.last_run_summary = None
         ended: BaseException | None = None
         late: RunStopped | None = None
-        with InterruptGuard(on_request=self._forward_stop_request) as guard:
+        with StopSignals(self._forward_stop_request, own_handlers_win=True) as guard:
             self._interrupts = guard
             try:
                 if self.world_size > 1:
