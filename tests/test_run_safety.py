@@ -114,20 +114,25 @@ def test_sigterm_saves_the_finished_block_restores_the_cursor_and_exits_143(tmp_
     assert (log_dir / LOCK_FILE).read_text() == ""  # released
 
 
-def test_a_second_sigint_stops_at_once_without_waiting_for_the_block(tmp_path):
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_second_signal_stops_at_once_without_waiting_for_the_block(tmp_path, signame):
     log_dir = tmp_path / "run"
+    signum = getattr(signal, signame)
     # One block is tens of thousands of iterations: many seconds on any CPU.
     run = PtyRun(*TINY, "--log-interval", "40000", "--save-interval", "0", "--log-dir",
                  str(log_dir))  # fmt: skip
     run.wait_for(lambda: b"Compiled" in run.output, 180, "compilation")
-    run.proc.send_signal(signal.SIGINT)
+    run.proc.send_signal(signum)
     time.sleep(1.0)
-    run.proc.send_signal(signal.SIGINT)
+    assert run.proc.poll() is None, "the first signal must let the block finish"
+    run.proc.send_signal(signum)
     sent = time.monotonic()
-    assert run.finish(timeout=60) == 130
-    assert time.monotonic() - sent < 5.0, "the second SIGINT waited for the block"
-    assert "second SIGINT: stopped at once" in run.text
+    assert run.finish(timeout=60) == 128 + signum
+    assert time.monotonic() - sent < 5.0, f"the second {signame} waited for the block"
+    assert f"second {signame}: stopped at once" in run.text and "Traceback" not in run.text
     assert run.output.rfind(SHOW) > run.output.rfind(HIDE) >= 0
+    assert _checkpoints(log_dir) == []  # nothing half-written, nothing saved
+    assert (log_dir / LOCK_FILE).read_text() == ""  # released
 
 
 def test_sigint_during_start_up_exits_130_with_nothing_saved(tmp_path):

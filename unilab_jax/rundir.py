@@ -24,7 +24,9 @@ from pathlib import Path
 
 from unilab_jax.errors import ConfigError
 
-__all__ = ["LOCK_FILE", "LogDirError", "RunDirLock", "claim_log_dir", "probe_log_dir"]
+__all__ = [
+    "LOCK_FILE", "LogDirError", "RunDirLock", "claim_log_dir", "probe_log_dir", "release_all",
+]  # fmt: skip
 
 LOCK_FILE = ".run.lock"
 
@@ -71,6 +73,18 @@ class RunDirLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def release_all() -> None:
+    """Give up every log dir this process holds, at once: before ``os._exit`` (a second
+    signal's stop), which skips the ``with`` blocks that would, so that the next run finds
+    the directory free rather than "locked by a run that is gone"."""
+    for held in list(_HELD.values()):
+        with contextlib.suppress(OSError):
+            os.ftruncate(held.fd, 0)
+        with contextlib.suppress(OSError):
+            os.close(held.fd)
+    _HELD.clear()
 
 
 def claim_log_dir(path: str | Path) -> RunDirLock:

@@ -48,7 +48,7 @@ from unilab_jax.distributed import (
 )
 from unilab_jax.presets import PRESET_CHOICES, family_of, get_preset, preset_line
 from unilab_jax.resume import checkpoint_folder
-from unilab_jax.rundir import claim_log_dir, probe_log_dir
+from unilab_jax.rundir import claim_log_dir, probe_log_dir, release_all
 
 __all__ = ["main", "build_parser"]
 
@@ -462,6 +462,7 @@ def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> i
             f"in {log_dir / 'checkpoints'}",
             file=sys.stderr,
         )
+        release_all()  # the lock file, which os._exit would leave naming this process
         sys.stderr.flush()
         sys.stdout.flush()
         os._exit(stop.exit_code)  # do not wait for the device call still running

@@ -1,7 +1,8 @@
 """Runs a long off-policy `learn()` with the console display; used by the signal tests.
 
 Usage: python interrupt_script.py LOG_DIR [KIND]. KIND: "single" (default, `OffPolicyRunner`),
-"double" (`DoubleBufferOffPolicyRunner`), "multi" (`MultiGPUOffPolicyRunner`, two gloo ranks)
+"double" (`DoubleBufferOffPolicyRunner`), "multi" (`MultiGPUOffPolicyRunner`, two gloo ranks),
+"mjx" (`OffPolicyRunner(sim_backend="mjx")`: the JAX core trains, in blocks of 10 iterations)
 or "slow" (a single learner whose iterations from the 3rd on take 30 s: a first signal would
 wait for the iteration, a second must not). Writes "READY" straight to stdout after the first
 training iteration (after the 2nd for "slow"), then keeps training until stopped, and exits
@@ -62,6 +63,21 @@ class SlowRunner(ReadyRunner):
         return super()._train(iteration, rec)
 
 
+def _announce_core_blocks() -> None:
+    """The mjx path: READY after the core's first block (its public ``on_block`` callback)."""
+    from unilab.algos.torch.offpolicy import jax_backend
+
+    core_train = jax_backend.train
+
+    def train(*args, **kwargs):
+        kwargs["on_block"] = lambda record: os.write(
+            sys.stdout.fileno(), f"\nREADY {record['iteration']}\n".encode()
+        )
+        return core_train(*args, **kwargs)
+
+    jax_backend.train = train
+
+
 def main() -> None:
     # Start like a Python launched from a shell. An ignored SIGINT is inherited across exec, and
     # Python then keeps it ignored: a test process that ignores SIGINT (measured: after earlier
@@ -77,7 +93,11 @@ def main() -> None:
         actor_hidden_dim=32, seed=0, sync_collection=True,
     )  # fmt: skip
     learner = FastSACLearner(**LEARNER_KWARGS)
-    if kind == "multi":
+    if kind == "mjx":
+        _announce_core_blocks()
+        kwargs.pop("sync_collection")
+        runner = OffPolicyRunner(learner, "PendulumSwingup", "sac", sim_backend="mjx", **kwargs)
+    elif kind == "multi":
         runner = ReadyMultiRunner(
             learner, "PendulumSwingup", "sac", LEARNER_KWARGS, num_gpus=2, **kwargs
         )

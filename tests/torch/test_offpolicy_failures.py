@@ -334,9 +334,11 @@ def check_stop_line(output: str, log_dir: Path, signame: str) -> int:
 # from the script's `except`, see interrupt_script.py; 143: the uncaught TrainingTerminated).
 # Double buffer on Ctrl+C (to the whole process group, the collector included), the single
 # learner on SIGTERM to the learner only (a cluster signalling the job's main process), two
-# ranks on SIGTERM to the whole group (a cluster signalling every process: the parent decides).
+# ranks on SIGTERM to the whole group (a cluster signalling every process: the parent decides),
+# and the mjx path (the JAX core under the facade) on Ctrl+C.
 @pytest.mark.parametrize(
-    ("kind", "signame"), [("double", "SIGINT"), ("single", "SIGTERM"), ("multi", "SIGTERM")]
+    ("kind", "signame"),
+    [("double", "SIGINT"), ("single", "SIGTERM"), ("multi", "SIGTERM"), ("mjx", "SIGINT")],
 )
 def test_signal_in_terminal_saves_restores_cursor_and_leaves_nothing(tmp_path, kind, signame):
     run = SignalledRun(tmp_path / "logs", kind)
