@@ -8,6 +8,8 @@ a per-process topology fingerprint, and only process 0 writes entries):
 - ``H``: tests/multiprocess_check.py as 2 processes x 1 device: the same run from scratch, a
   resume of A's checkpoint 4, a settings mismatch and a damaged checkpoint;
 - ``K``: the launcher on the tiny run, one child SIGKILLed once the run is up;
+- ``T1`` / ``TL``: the launcher on the tiny run, SIGTERM sent to process 1 alone / to the
+  launcher once process 0 reports its first block;
 - ``U``: a process whose coordinator never answers.
 """
 
@@ -33,7 +35,7 @@ sys.path.insert(0, str(HERE))
 
 from tiny import TINY, TINY_SAC  # noqa: E402
 
-TIMEOUT = 300
+TIMEOUT = 420
 
 
 def _port() -> int:
@@ -85,6 +87,32 @@ def _kill_run(tmp: Path, config_file: Path) -> dict:
     }
 
 
+def _sigterm_run(tmp: Path, config_file: Path, name: str) -> tuple[int, str, str]:
+    """The launcher on the tiny run (checkpoints only when stopped); SIGTERM once process 0
+    has reported a block: to process 1 alone (``T1``, a scheduler signalling one task) or to
+    the launcher (``TL``, which forwards it)."""
+    launcher = _start(
+        ["-m", "unilab_jax.launch", "--nproc", "2", "--", "--config", str(config_file),
+         "--max-iterations", "100000", "--save-interval", "100000", "--log-dir",
+         str(tmp / name), "--logger", "none"],
+        devices=1, stderr=subprocess.STDOUT, env={"TMPDIR": str(tmp)},
+    )  # fmt: skip
+    guard = threading.Timer(TIMEOUT, launcher.kill)
+    guard.start()
+    lines: list[str] = []
+    child, sent = None, False
+    for line in launcher.stdout:
+        lines.append(line)
+        if child is None and (found := re.search(r"1: pid (\d+)", line)):
+            child = int(found.group(1))
+        if child and not sent and line.startswith("it "):
+            os.kill(child if name == "T1" else launcher.pid, signal.SIGTERM)
+            sent = True
+    launcher.wait()
+    guard.cancel()
+    return launcher.returncode, "".join(lines), ""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("multiprocess")
@@ -118,6 +146,12 @@ def runs(tmp_path_factory):
     killer = threading.Thread(target=lambda: killed.update(_kill_run(tmp, config_file)))
     killer.start()
     results = {}
+    signalled = [
+        threading.Thread(target=lambda n=n: results.update({n: _sigterm_run(tmp, config_file, n)}))
+        for n in ("T1", "TL")
+    ]
+    for thread in signalled:
+        thread.start()
     for name, proc in [("A", one), ("H0", helpers[0]), ("H1", helpers[1]), ("U", unreachable)]:
         try:
             out, err = proc.communicate(timeout=TIMEOUT)
@@ -129,6 +163,9 @@ def runs(tmp_path_factory):
         timings[name] = time.perf_counter() - start
     killer.join(TIMEOUT)
     timings["K"] = time.perf_counter() - start
+    for thread in signalled:
+        thread.join(TIMEOUT)
+    timings["T"] = time.perf_counter() - start
     print("launcher ended", killed.get("after_kill_sec"), "s after its process 1 was killed")
     print("multiprocess run timings (s):", {k: round(v, 1) for k, v in timings.items()})
     for name in ("H0", "H1"):
@@ -214,6 +251,27 @@ def test_a_killed_process_ends_the_launch_at_once(runs):
     assert "error: process 1 of 2 was killed by SIGKILL" in killed["output"]
     assert "killed the other 1 process(es)" in killed["output"]
     assert killed["after_kill_sec"] < 10
+
+
+@pytest.mark.multidevice
+@pytest.mark.parametrize("name", ["T1", "TL"])
+def test_sigterm_to_one_process_or_the_launcher_stops_all_after_the_same_block(runs, name):
+    """Every process stops after the same block and they save one checkpoint together (a
+    2-process save needs both: one process a block ahead would hang or fail it)."""
+    tmp, results, _ = runs
+    rc, output, _ = results[name]
+    assert rc == 128 + signal.SIGTERM, output[-3000:]
+    stops = re.findall(r"SIGTERM: stopped after iteration (\d+); saved checkpoint (\S+)", output)
+    assert len(stops) == 1, output[-3000:]
+    iteration = int(stops[0][0])
+    assert iteration > 0 and iteration % TINY.log_interval == 0
+    assert stops[0][1].rstrip(".") == str(tmp / name / "checkpoints" / str(iteration))
+    assert sorted(p.name for p in (tmp / name / "checkpoints").iterdir()) == [str(iteration)]
+    assert _meta(tmp / name, iteration)["iteration"] == iteration
+    summary = json.loads((tmp / name / "run_summary.json").read_text())
+    assert summary["status"] == "interrupted (SIGTERM)"
+    assert summary["completed_iterations"] == iteration
+    assert "Traceback" not in output and "error:" not in output
 
 
 @pytest.mark.multidevice

@@ -26,6 +26,18 @@ def test_family_by_env_name(env, family):
     assert family_of(env) == family
 
 
+def test_a_task_registered_with_a_family_gets_its_preset():
+    from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
+    from unilab_jax.envs.registry import _REGISTRY, register
+
+    register("MyFamilyTask", PendulumSwingup, PendulumSwingupConfig(), family="dm_control")
+    try:
+        assert get_preset("MyFamilyTask", "cpu") == get_preset("PendulumSwingup", "cpu")
+    finally:
+        del _REGISTRY["MyFamilyTask"]
+    assert family_of("MyFamilyTask") is None
+
+
 def test_the_scale_follows_the_jax_backend_and_none_turns_presets_off():
     assert get_preset("CheetahRun").scale == "cpu"  # the tests run on JAX's CPU backend
     assert get_preset("CheetahRun", "gpu").train["num_envs"] == 1024

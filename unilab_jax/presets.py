@@ -94,9 +94,9 @@ class Preset:
 
 # Our own locomotion tasks and the Playground locomotion robots (any name starting with one
 # of these, after the "playground/" prefix, is locomotion).
-_LOCOMOTION_TASKS = ("Go1JoystickFlat", "Go2JoystickFlat", "G1WalkFlat")
-_LOCOMOTION_PREFIXES = ("Go1", "Go2", "G1", "H1", "T1", "Berkeley", "Spot", "Apollo", "Op3")
-_DM_CONTROL_TASKS = ("PendulumSwingup", "CartpoleBalance", "CheetahRun")
+# Playground's locomotion tasks, by their robots' names (its other tasks: DM Control). Our own
+# tasks carry their family in the env registry (``register(..., family=...)``).
+_PLAYGROUND_LOCOMOTION = ("Go1", "Go2", "G1", "H1", "T1", "Berkeley", "Spot", "Apollo", "Op3")
 # What our robots' cpu preset adds (C MuJoCo collection; bench/locomotion.py measured TD3
 # walking Go1 after about 8,000 iterations and G1 after about 14,000 with these).
 _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log_interval=200)
@@ -196,17 +196,17 @@ FAMILIES = tuple(sorted({family for family, _ in _PRESETS}))
 
 
 def family_of(env: str) -> str | None:
-    """The preset family of a task name, or None when no preset covers it."""
+    """The preset family of a task name, or None when no preset covers it: a registered
+    task's own (``envs.registry.task_family``), ``brax`` for Brax environments, and for
+    Playground's tasks ``locomotion`` or ``dm_control`` by the task's name."""
+    from unilab_jax.envs.registry import task_family
+
     if env.startswith("brax/"):
         return "brax"
-    name = env.removeprefix("playground/")
-    if name in _LOCOMOTION_TASKS or (
-        env.startswith("playground/") and name.startswith(_LOCOMOTION_PREFIXES)
-    ):
-        return "locomotion"
-    if env.startswith("playground/") or name in _DM_CONTROL_TASKS:
-        return "dm_control"
-    return None
+    if env.startswith("playground/"):
+        name = env.removeprefix("playground/")
+        return "locomotion" if name.startswith(_PLAYGROUND_LOCOMOTION) else "dm_control"
+    return task_family(env)
 
 
 def default_scale() -> str:
@@ -245,7 +245,7 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
     if scale == "none" or family is None:
         return None
     preset = _PRESETS[family, default_scale() if scale == "auto" else scale]
-    if preset.name == "locomotion/cpu" and env in _LOCOMOTION_TASKS:
+    if preset.name == "locomotion/cpu" and not env.startswith("playground/"):
         # Our robots step with C MuJoCo on a CPU (Playground's robots are JAX envs: MJX).
         return dataclasses.replace(
             preset,

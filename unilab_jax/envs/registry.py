@@ -43,6 +43,7 @@ __all__ = [
     "mirrored_names",
     "register",
     "registered_names",
+    "task_family",
 ]
 
 
@@ -50,6 +51,7 @@ __all__ = [
 class _Entry:
     factory: Callable[[Any], Task]
     default_config: Any
+    family: str | None
 
 
 _REGISTRY: dict[str, _Entry] = {}
@@ -60,14 +62,19 @@ def register(
     factory: Callable[[Any], Task],
     default_config: Any,
     *,
+    family: str | None = None,
     overwrite: bool = False,
 ) -> None:
-    """Register ``factory(config) -> Task`` under ``name`` with a frozen dataclass config."""
+    """Register ``factory(config) -> Task`` under ``name`` with a frozen dataclass config.
+
+    ``family``: the preset family whose settings ``python -m unilab_jax.train`` starts the
+    task from (``unilab_jax.presets.FAMILIES``: ``"dm_control"``, ``"locomotion"``); None,
+    the bare algorithm defaults."""
     if not is_dataclass(default_config) or isinstance(default_config, type):
         raise TypeError(f"default_config for {name!r} must be a dataclass instance")
     if name in _REGISTRY and not overwrite:
         raise ValueError(f"Environment {name!r} is already registered")
-    _REGISTRY[name] = _Entry(factory, default_config)
+    _REGISTRY[name] = _Entry(factory, default_config, family)
 
 
 def registered_names() -> list[str]:
@@ -103,6 +110,13 @@ def _entry(name: str) -> _Entry:
         ) from None
 
 
+def task_family(name: str) -> str | None:
+    """The preset family a registered task was registered with (None: none, or not a
+    registered name)."""
+    entry = _REGISTRY.get(name)
+    return entry.family if entry is not None else None
+
+
 def default_config(name: str) -> Any:
     """The default config of a registered environment."""
     return _entry(name).default_config
@@ -126,9 +140,9 @@ def load(name: str, config_override: Mapping[str, Any] | None = None) -> Functio
     return Env(make_task(name, config_override), name=name)
 
 
-register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig())
-register("CartpoleBalance", CartpoleBalance, CartpoleBalanceConfig())
-register("CheetahRun", CheetahRun, CheetahRunConfig())
-register("G1WalkFlat", G1WalkFlat, G1WalkFlatConfig())
-register("Go1JoystickFlat", Go1JoystickFlat, Go1JoystickFlatConfig())
-register("Go2JoystickFlat", Go2JoystickFlat, Go2JoystickFlatConfig())
+register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig(), family="dm_control")
+register("CartpoleBalance", CartpoleBalance, CartpoleBalanceConfig(), family="dm_control")
+register("CheetahRun", CheetahRun, CheetahRunConfig(), family="dm_control")
+register("G1WalkFlat", G1WalkFlat, G1WalkFlatConfig(), family="locomotion")
+register("Go1JoystickFlat", Go1JoystickFlat, Go1JoystickFlatConfig(), family="locomotion")
+register("Go2JoystickFlat", Go2JoystickFlat, Go2JoystickFlatConfig(), family="locomotion")
