@@ -533,6 +533,58 @@ def summarise(rows: list[dict], runs: list[dict]) -> tuple[list[str], list[list]
     return headers, table
 
 
+def _best_evals(rows: list[dict]) -> dict[tuple[str, str], dict[int, float]]:
+    """(task, algo) -> seed -> its best post-training evaluation."""
+    out: dict = {}
+    for (task, algo, seed), curve in _curves(rows).items():
+        trained = [r["eval_return"] for r in curve if r["env_steps"] > 0]
+        if trained:
+            out.setdefault((task, algo), {})[seed] = max(trained)
+    return out
+
+
+def aggregate(rows: list[dict]) -> str:
+    """The statistics of the seeds (``bench/stats.py``): per task and algorithm the mean best
+    evaluation with its 95% bootstrap interval against Brax's mean; over tasks the IQM of the
+    best evaluations normalised by Brax's mean best, with 95% stratified bootstrap intervals."""
+    from bench.stats import mean_interval, stratified_interval
+
+    best = _best_evals(rows)
+    targets = brax_targets(rows)
+    tasks = [t for t in dict.fromkeys(r["task"] for r in rows) if t in targets]
+    lines = [
+        "| task | algo | seeds | best eval: mean [95% CI] | Brax mean best | mean >= Brax | "
+        "CI low > Brax |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for task in tasks:
+        for algo in ALGOS:
+            seeds = best.get((task, algo), {})
+            if not seeds:
+                continue
+            mean, low, high = mean_interval(list(seeds.values()))
+            verdict = ("–", "–") if algo == "brax_sac" else (
+                "yes" if mean >= targets[task] else "no",
+                "yes" if low > targets[task] else "no",
+            )  # fmt: skip
+            lines.append(f"| {task} | {algo} | {len(seeds)} | {mean:.1f} [{low:.1f}, {high:.1f}] "
+                         f"| {targets[task]:.1f} | {verdict[0]} | {verdict[1]} |")  # fmt: skip
+    lines += ["", "| algo | runs (tasks x seeds) | IQM of best eval / Brax mean best [95% CI] "
+              "| vs Brax's IQM |", "|---|---|---|---|"]  # fmt: skip
+    iqms = {}
+    for algo in ALGOS:
+        scores = {t: [v / targets[t] for v in best.get((t, algo), {}).values()] for t in tasks}
+        scores = {t: v for t, v in scores.items() if v}
+        if not scores:
+            continue
+        iqms[algo] = stratified_interval(scores)
+    for algo, (point, low, high) in iqms.items():
+        runs = sum(len(best.get((t, algo), {})) for t in tasks)
+        ratio = point / iqms["brax_sac"][0] if "brax_sac" in iqms else float("nan")
+        lines.append(f"| {algo} | {runs} | {point:.2f} [{low:.2f}, {high:.2f}] | {ratio:.2f}x |")
+    return "\n".join(lines)
+
+
 def plot(rows: list[dict], targets: dict[str, float], out: Path) -> None:
     import matplotlib
 
@@ -547,12 +599,7 @@ def plot(rows: list[dict], targets: dict[str, float], out: Path) -> None:
             ax = axes[i][j]
             for algo in ALGOS:
                 keys = sorted(k for k in curves if k[0] == task and k[1] == algo)
-                for n, k in enumerate(keys):
-                    c = curves[k]
-                    ax.plot([p[key] for p in c], [p["eval_return"] for p in c], marker=".",
-                            color=COLOURS[algo], alpha=0.8, lw=1.2,
-                            label=f"{algo} ({len(keys)} seed{'s' * (len(keys) > 1)})"
-                            if n == 0 else None)  # fmt: skip
+                _plot_seeds(ax, [curves[k] for k in keys], key, algo)
             if task in targets:
                 for frac in FRACTIONS:
                     ax.axhline(frac * targets[task], color="k", lw=0.6, ls=":", alpha=0.6)
@@ -562,10 +609,48 @@ def plot(rows: list[dict], targets: dict[str, float], out: Path) -> None:
             ax.set_title(f"{task}")
             ax.grid(alpha=0.3)
             ax.legend(loc="lower right", fontsize=8)
-    fig.suptitle("Brax SAC (Playground preset) vs ours; dotted: 50/80/95% of Brax's best")
+    fig.suptitle(
+        "Brax SAC (Playground preset) vs ours: mean over seeds, 95% bootstrap band; "
+        "dotted: 50/80/95% of Brax's best"
+    )
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
+
+
+def _plot_seeds(ax, curves: list[list[dict]], key: str, algo: str) -> None:
+    """One algorithm's seeds on one task: thin lines per seed, the mean and its 95% bootstrap
+    band over the evaluation points every seed has (x: the mean over seeds)."""
+    import numpy as np
+
+    from bench.stats import pointwise_band
+
+    if not curves:
+        return
+    for c in curves:
+        ax.plot([p[key] for p in c], [p["eval_return"] for p in c], color=COLOURS[algo],
+                alpha=0.25, lw=0.8)  # fmt: skip
+    points = min(len(c) for c in curves)
+    x = np.mean([[p[key] for p in c[:points]] for c in curves], axis=0)
+    mean, low, high = pointwise_band([[p["eval_return"] for p in c[:points]] for c in curves])
+    n = len(curves)
+    ax.plot(x, mean, color=COLOURS[algo], lw=1.8, marker=".",
+            label=f"{algo} ({n} seed{'s' * (n > 1)})")  # fmt: skip
+    if n > 1:
+        ax.fill_between(x, low, high, color=COLOURS[algo], alpha=0.2, lw=0)
+
+
+def merge_rows(files: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``(runs, rows)`` of several ``--out`` files; a (task, algo, seed) run in a later file
+    replaces an earlier one's run and rows."""
+    runs: dict = {}
+    rows: dict = {}
+    for data in files:
+        for run in data["runs"]:
+            key = (run["task"], run["algo"], run["seed"])
+            runs[key] = run
+            rows[key] = [r for r in data["rows"] if (r["task"], r["algo"], r["seed"]) == key]
+    return list(runs.values()), [r for key in runs for r in rows[key]]
 
 
 def _check_our_preset(parser: argparse.ArgumentParser, plans: list[dict], scale: str) -> None:
@@ -646,8 +731,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from-json",
         type=Path,
+        nargs="+",
         default=None,
-        help="summarise (and plot/record) an earlier --out file, run nothing",
+        help="summarise (and plot/record) earlier --out files, run nothing; several files "
+        "merge (sessions that each ran some seeds; a (task, algo, seed) in a later file wins)",
     )
     # child-only
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -660,8 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         return child_main(args)
 
     if args.from_json is not None:
-        data = json.loads(args.from_json.read_text())
-        runs, rows = data["runs"], data["rows"]
+        runs, rows = merge_rows([json.loads(p.read_text()) for p in args.from_json])
     else:
         algos = [a for a in args.algos.split(",") if a]
         bad = sorted(set(algos) - set(ALGOS))
@@ -681,12 +767,13 @@ def main(argv: list[str] | None = None) -> int:
                     rows.extend(run_rows)
                     args.out.write_text(json.dumps({"runs": runs, "rows": rows}, indent=1))
     headers, table = summarise(rows, runs)
-    body = markdown_table(headers, table)
+    body = markdown_table(headers, table) + "\n\n" + aggregate(rows)
     print(body)
     targets = brax_targets(rows)
     if rows:
         plot(rows, targets, args.png)
-        print(f"rows: {args.from_json or args.out}; plot: {args.png}")
+        sources = ", ".join(map(str, args.from_json)) if args.from_json else args.out
+        print(f"rows: {sources}; plot: {args.png}")
     if args.record:
         rel = os.path.relpath(args.png, BENCH_DIR)
         budget = sorted({(r["task"], r["plan"]["num_timesteps"]) for r in runs})
