@@ -544,10 +544,10 @@ def _best_evals(rows: list[dict]) -> dict[tuple[str, str], dict[int, float]]:
 
 
 def aggregate(rows: list[dict]) -> str:
-    """The statistics of the seeds (``bench/stats.py``): per task and algorithm the mean best
+    """The statistics of the seeds (``unilab_jax/stats.py``): per task and algorithm the mean best
     evaluation with its 95% bootstrap interval against Brax's mean; over tasks the IQM of the
     best evaluations normalised by Brax's mean best, with 95% stratified bootstrap intervals."""
-    from bench.stats import mean_interval, stratified_interval
+    from unilab_jax.stats import mean_interval, stratified_interval
 
     best = _best_evals(rows)
     targets = brax_targets(rows)
@@ -623,7 +623,7 @@ def _plot_seeds(ax, curves: list[list[dict]], key: str, algo: str) -> None:
     band over the evaluation points every seed has (x: the mean over seeds)."""
     import numpy as np
 
-    from bench.stats import pointwise_band
+    from unilab_jax.stats import pointwise_band
 
     if not curves:
         return

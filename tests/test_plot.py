@@ -27,6 +27,7 @@ def write_run(
     env: str,
     returns: list[float],
     evals: dict[int, tuple[float, float]],
+    seed: int | None = None,
 ) -> None:
     """A run dir as training writes it: ``run_config.json`` plus the logger's event files.
 
@@ -35,6 +36,8 @@ def write_run(
     """
     run_dir.mkdir(parents=True)
     config = {"train": {"env": env, "algo": algo, "num_envs": STEPS_PER_ITER}, "algo": {}}
+    if seed is not None:
+        config["train"]["seed"] = seed
     (run_dir / "run_config.json").write_text(json.dumps(config))
     console = Console(file=io.StringIO(), force_terminal=False)
     with use_console(console):
@@ -125,6 +128,34 @@ def test_plot_runs_labels_and_formats(runs, tmp_path):
     assert "<svg" in (tmp_path / "c.svg").read_text()
     plot_runs([sac], tmp_path / "c.pdf")
     assert (tmp_path / "c.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_runs_that_differ_only_in_their_seed_are_one_mean_with_a_band(tmp_path, capsys):
+    from unilab_jax.plot import _series
+
+    logs = tmp_path / "logs"
+    for seed, offset in ((0, 0.0), (1, 100.0), (2, 40.0)):
+        write_run(logs / f"s{seed}", "sac", "PendulumSwingup",
+                  [-300.0 + offset, -250.0 + offset, -180.0 + offset], {2: (-200.0 + offset, 5.0)},
+                  seed=seed)  # fmt: skip
+    write_run(logs / "other", "td3", "PendulumSwingup", [-310.0, -260.0, -240.0], {}, seed=0)
+    dirs = [logs / n for n in ("s0", "s1", "s2", "other")]
+    out = tmp_path / "seeds.png"
+    assert main([*map(str, dirs), "--out", str(out)]) == 0
+    assert "FastSAC PendulumSwingup (3 seeds): the mean of 3 runs" in capsys.readouterr().out
+    runs = [(d, run_label(d), load_curves(d)) for d in dirs]
+    series = _series(runs, per_seed=False)
+    assert [s.label for s in series] == ["FastSAC PendulumSwingup (3 seeds)",
+                                         "FastTD3 PendulumSwingup other"]  # fmt: skip
+    mean = series[0].curves["train_return"]
+    np.testing.assert_allclose(mean.values, [-300 + 140 / 3, -250 + 140 / 3, -180 + 140 / 3])
+    np.testing.assert_array_equal(mean.steps, [1024, 2048, 3072])
+    low, high = series[0].bands["train_return"]
+    assert np.all(low < mean.values) and np.all(mean.values < high)
+    assert np.all(low >= -300) and np.all(high <= -80)  # within the runs' own range
+    assert series[0].curves["eval_return"].values.tolist() == [-200 + 140 / 3]
+    assert len(_series(runs, per_seed=True)) == 4
+    assert plot_runs(dirs, tmp_path / "each.png", per_seed=True)["groups"] == []
 
 
 def test_clear_errors(runs, tmp_path, capsys):

@@ -14,8 +14,12 @@ different times overlay). A run resumed into its own dir is joined across its ev
 the points logged after the checkpoint it resumed from are replaced by the resumed session's,
 and its wall-clock includes the time it was stopped. A run without
 evaluations shows its training curves only, marked "(no eval)" in the legend. Runs are
-labelled ``<algo> <env> <dir name>`` unless ``--labels`` is given. ``--out`` picks the format by
-extension (png, pdf or svg). Needs matplotlib: ``pip install 'unilab-jax[plot]'``.
+labelled ``<algo> <env> <dir name>`` unless ``--labels`` is given. Runs whose
+``run_config.json`` differ only in the seed are drawn as one curve: their mean at the steps
+they all logged, with the 95% bootstrap band of that mean (``unilab_jax.stats``) and each run
+a thin line beside it (``--per-seed``, or ``--labels``, draws every run alone). ``--out``
+picks the format by extension (png, pdf or svg). Needs matplotlib:
+``pip install 'unilab-jax[plot]'``.
 
 Examples::
 
@@ -187,91 +191,94 @@ def _time_unit(max_seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+class _Series(NamedTuple):
+    """What one legend entry draws: one run, or the runs of one setting over seeds."""
+
+    label: str
+    curves: dict[str, Curve]  # a group: the mean over its runs at the steps all of them have
+    bands: dict[str, tuple[np.ndarray, np.ndarray]]  # a group: the 95% band of that mean
+    members: list[tuple[Path, str, dict[str, Curve]]]
+
+
+def _setting(run_dir: Path) -> str | None:
+    """The run's settings without its seed (what groups runs), None without a config."""
+    try:
+        config = json.loads((run_dir / "run_config.json").read_text())
+        config["train"].pop("seed", None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return json.dumps(config, sort_keys=True)
+
+
+def _mean_curve(curves: list[Curve]) -> tuple[Curve, tuple[np.ndarray, np.ndarray]]:
+    """The mean of ``curves`` at the steps every one of them logged, and its 95% bootstrap
+    band over the runs (``unilab_jax.stats.pointwise_band``); wall-clock: the mean."""
+    from unilab_jax.stats import pointwise_band
+
+    steps = curves[0].steps
+    for c in curves[1:]:
+        steps = np.intersect1d(steps, c.steps)
+    picked = [(np.searchsorted(c.steps, steps), c) for c in curves]
+    values = np.array([c.values[i] for i, c in picked])
+    seconds = np.array([c.seconds[i] for i, c in picked]).mean(axis=0)
+    mean, low, high = pointwise_band(values)
+    return Curve(steps, seconds, mean), (low, high)
+
+
+def _series(runs: list[tuple[Path, str, dict]], per_seed: bool) -> list[_Series]:
+    """One series per run, or (unless ``per_seed``) one per setting whose runs differ only in
+    their seed."""
+    groups: dict[Any, list] = {}
+    for i, run in enumerate(runs):
+        key = None if per_seed else _setting(run[0])
+        groups.setdefault(key if key is not None else i, []).append(run)
+    out = []
+    for members in groups.values():
+        if len(members) == 1:
+            out.append(_Series(members[0][1], members[0][2], {}, members))
+            continue
+        curves, bands = {}, {}
+        for key in CURVE_TAGS:
+            found = [m[2][key] for m in members if key in m[2]]
+            if len(found) == len(members):
+                curves[key], bands[key] = _mean_curve(found)
+        label = f"{members[0][1].rsplit(' ', 1)[0]} ({len(members)} seeds)"
+        out.append(_Series(label, curves, bands, members))
+    return out
+
+
 def plot_runs(
     run_dirs: Sequence[str | Path],
     out: str | Path = "curves.png",
     labels: Sequence[str] | None = None,
     title: str | None = None,
     dpi: int = DPI,
+    per_seed: bool = False,
 ) -> dict[str, Any]:
     """Draw the four panels for ``run_dirs`` into ``out`` (png, pdf or svg by extension).
 
+    Runs whose ``run_config.json`` differ only in the seed are drawn as one curve, the mean
+    over them at the steps they all logged, with the 95% bootstrap band of that mean (each
+    run a thin line beside it); ``per_seed`` draws every run alone.
+
     Returns ``{"out": Path, "runs": [{"run_dir", "label", "points": {curve: n}}, ...],
-    "no_eval": [labels of runs without evaluations]}``. Raises ``PlotError`` for a run without
-    event files or curves, bad ``labels`` or ``out``, or a missing matplotlib.
+    "groups": [{"label", "runs"}, ...], "no_eval": [labels of series without evaluations]}``.
+    Raises ``PlotError`` for a run without event files or curves, bad ``labels`` or ``out``,
+    or a missing matplotlib.
     """
     run_dirs = [Path(p) for p in run_dirs]
     out = Path(out)
-    if not run_dirs:
-        raise PlotError("no run dirs given")
-    if out.suffix.lower() not in FORMATS:
-        raise PlotError(f"--out {out}: use a .png, .pdf or .svg file name")
-    if dpi < 1:
-        raise PlotError(f"--dpi must be >= 1, got {dpi}")
-    if labels is not None and len(labels) != len(run_dirs):
-        raise PlotError(f"--labels: got {len(labels)} labels for {len(run_dirs)} runs")
+    _check_options(run_dirs, out, labels, dpi)
     plt = _import_pyplot()
-    from matplotlib.ticker import EngFormatter
-
-    runs = []
-    for i, run_dir in enumerate(run_dirs):
-        curves = load_curves(run_dir)
-        if "train_return" not in curves and "eval_return" not in curves:
-            raise PlotError(
-                f"{run_dir}: no return curves in its event files "
-                f"({CURVE_TAGS['eval_return']}, {CURVE_TAGS['train_return']})"
-            )
-        label = labels[i] if labels is not None else run_label(run_dir)
-        runs.append((run_dir, label, curves))
-
-    max_seconds = max(
-        (float(c.seconds.max()) for _, _, cs in runs for c in cs.values() if c.seconds.size),
-        default=0.0,
-    )
-    scale, unit = _time_unit(max_seconds)
+    runs = [(d, labels[i] if labels else run_label(d), _return_curves(d))
+            for i, d in enumerate(run_dirs)]  # fmt: skip
+    series = _series(runs, per_seed or labels is not None)
     fig, axes = plt.subplots(2, 2, figsize=FIGSIZE, dpi=dpi, layout="constrained")
-    rows = (("eval_return", "Eval return"), ("train_return", "Training return"))
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    handles, legend_labels, no_eval = [], [], []
-    for i, (_, label, curves) in enumerate(runs):
-        colour = colours[i % len(colours)]
-        line = None
-        for row, (key, _) in enumerate(rows):
-            curve = curves.get(key)
-            if curve is None:
-                continue
-            # Markers for sparse curves (evaluations, short runs) so single points show.
-            marker = "o" if key == "eval_return" or curve.steps.size <= 30 else None
-            style = dict(color=colour, marker=marker, markersize=3, linewidth=1.5)
-            line = axes[row, 0].plot(curve.steps, curve.values, **style)[0]
-            axes[row, 1].plot(curve.seconds / scale, curve.values, **style)
-        if "eval_return" not in curves:
-            no_eval.append(label)
-        handles.append(line)
-        legend_labels.append(label if "eval_return" in curves else f"{label} (no eval)")
-
-    for row, (key, name) in enumerate(rows):
-        for col, xlabel in enumerate(("env steps", f"wall-clock ({unit})")):
-            ax = axes[row, col]
-            ax.set_title(f"{name} vs {xlabel.split(' (')[0]}")
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(name.lower())
-            ax.grid(True, alpha=0.3)
-            if col == 0:
-                ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-            if not any(key in curves for _, _, curves in runs):
-                ax.text(
-                    0.5,
-                    0.5,
-                    "no data",
-                    ha="center",
-                    va="center",
-                    transform=ax.transAxes,
-                    color="grey",
-                )
-    fig.legend(
-        handles, legend_labels, loc="outside lower center", ncol=min(len(runs), 3), frameon=False
-    )
+    unit, handles = _draw(plt, axes, series, runs)
+    legend = [s.label if "eval_return" in s.curves else f"{s.label} (no eval)" for s in series]
+    fig.legend(handles, legend, loc="outside lower center", ncol=min(len(series), 3),
+               frameon=False)  # fmt: skip
+    _label_axes(axes, unit, runs)
     if title:
         fig.suptitle(title)
     try:
@@ -290,9 +297,88 @@ def plot_runs(
                 "points": {k: int(c.steps.size) for k, c in curves.items()},
             }
             for d, label, curves in runs
-        ],
-        "no_eval": no_eval,
+        ],  # fmt: skip
+        "groups": [
+            {"label": s.label, "runs": [str(m[0]) for m in s.members]}
+            for s in series
+            if len(s.members) > 1
+        ],  # fmt: skip
+        "no_eval": [s.label for s in series if "eval_return" not in s.curves],
     }
+
+
+def _check_options(run_dirs: list[Path], out: Path, labels, dpi: int) -> None:
+    if not run_dirs:
+        raise PlotError("no run dirs given")
+    if out.suffix.lower() not in FORMATS:
+        raise PlotError(f"--out {out}: use a .png, .pdf or .svg file name")
+    if dpi < 1:
+        raise PlotError(f"--dpi must be >= 1, got {dpi}")
+    if labels is not None and len(labels) != len(run_dirs):
+        raise PlotError(f"--labels: got {len(labels)} labels for {len(run_dirs)} runs")
+
+
+def _return_curves(run_dir: Path) -> dict[str, Curve]:
+    curves = load_curves(run_dir)
+    if "train_return" not in curves and "eval_return" not in curves:
+        raise PlotError(
+            f"{run_dir}: no return curves in its event files "
+            f"({CURVE_TAGS['eval_return']}, {CURVE_TAGS['train_return']})"
+        )
+    return curves
+
+
+_ROWS = (("eval_return", "Eval return"), ("train_return", "Training return"))
+
+
+def _draw(plt, axes, series: list[_Series], runs) -> tuple[str, list]:
+    """Every series into the four panels; returns the wall-clock unit and each series' line
+    for the legend (its mean curve's)."""
+    max_seconds = max(
+        (float(c.seconds.max()) for _, _, cs in runs for c in cs.values() if c.seconds.size),
+        default=0.0,
+    )
+    scale, unit = _time_unit(max_seconds)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    handles = []
+    for i, s in enumerate(series):
+        colour = colours[i % len(colours)]
+        handles.append(None)
+        for row, (key, _) in enumerate(_ROWS):
+            curve = s.curves.get(key)
+            if curve is None:
+                continue
+            for col, x in enumerate((curve.steps, curve.seconds / scale)):
+                ax = axes[row, col]
+                for _, _, member in s.members if len(s.members) > 1 else ():
+                    m = member[key]
+                    ax.plot((m.steps, m.seconds / scale)[col], m.values, color=colour,
+                            alpha=0.25, linewidth=0.8)  # fmt: skip
+                # Markers for sparse curves (evaluations, short runs) so single points show.
+                marker = "o" if key == "eval_return" or curve.steps.size <= 30 else None
+                line = ax.plot(x, curve.values, color=colour, marker=marker, markersize=3,
+                               linewidth=1.5)[0]  # fmt: skip
+                handles[-1] = handles[-1] or line
+                if key in s.bands:
+                    ax.fill_between(x, *s.bands[key], color=colour, alpha=0.2, linewidth=0)
+    return unit, handles
+
+
+def _label_axes(axes, unit: str, runs) -> None:
+    from matplotlib.ticker import EngFormatter
+
+    for row, (key, name) in enumerate(_ROWS):
+        for col, xlabel in enumerate(("env steps", f"wall-clock ({unit})")):
+            ax = axes[row, col]
+            ax.set_title(f"{name} vs {xlabel.split(' (')[0]}")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(name.lower())
+            ax.grid(True, alpha=0.3)
+            if col == 0:
+                ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+            if not any(key in curves for _, _, curves in runs):
+                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes,
+                        color="grey")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,6 +399,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="one legend label per run (default: '<algo> <env> <dir name>')",
     )
     parser.add_argument("--title", default=None, help="figure title")
+    parser.add_argument(
+        "--per-seed",
+        action="store_true",
+        help="draw every run alone (default: runs whose run_config.json differ only in the "
+        "seed are one curve, their mean, with its 95%% bootstrap band)",
+    )
     parser.add_argument("--dpi", type=int, default=DPI, help=f"resolution (default: {DPI})")
     return parser
 
@@ -320,7 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        result = plot_runs(args.runs, args.out, labels=args.labels, title=args.title, dpi=args.dpi)
+        result = plot_runs(args.runs, args.out, labels=args.labels, title=args.title,
+                           dpi=args.dpi, per_seed=args.per_seed)  # fmt: skip
     except PlotError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -330,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{run['label']}: {points.get('train_return', 0)} training points, "
             f"{points.get('eval_return', 0)} evaluations ({run['run_dir']})"
         )
+    for group in result["groups"]:
+        print(f"{group['label']}: the mean of {len(group['runs'])} runs, 95% bootstrap band")
     for label in result["no_eval"]:
         print(f"note: {label} has no eval data (eval/mean_return); training curves only")
     print(f"wrote {result['out']}")
