@@ -57,8 +57,8 @@ def envs(request: pytest.FixtureRequest):
     name = request.param
     robot, cls = ROBOTS[name]
     _require(robot)
-    registry.register(name, cls, cls.default_config(), overwrite=True)
     task = registry.make_task(name)
+    assert isinstance(task, cls)
     pair = Envs(name, MjxVecEnv(task, name, BATCH, seed=3), MujocoVecEnv(task, name, BATCH, seed=3))
     yield pair
     pair.mjx.close()

@@ -446,12 +446,10 @@ def _train(
             for sink in sinks:
                 sink.start(run)
             compile_time = _compile(trainer, config, state, sinks, stop)
-            state, history = _run_blocks(trainer, config, state, sinks, stop, start)
+            state, history, stopped = _run_blocks(trainer, config, state, sinks, stop, start)
             wall = time.perf_counter() - start
-            if stop.requested is not None:
-                _stop_on_signal(
-                    stop.requested, state, history, saver, sinks, config, wall, compile_time
-                )
+            if stopped is not None:
+                _stop_on_signal(stopped, state, history, saver, sinks, config, wall, compile_time)
             final_eval = None
             if not history and config.eval_envs > 0 and int(state.iteration) > 0:
                 # Nothing left to train (a resumed, finished run): still report its policy.
@@ -566,15 +564,24 @@ def _status(sinks, text: str) -> None:
 
 def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop, start):
     """Run ``log_interval``-iteration blocks up to ``max_iterations`` (or until a stop signal),
-    handing each block's record to the sinks. Returns (state, history)."""
+    handing each block's record to the sinks. Returns (state, history, the signal the run
+    stops on or None).
+
+    Several processes act on the signal they agree on before each block (any process's stops
+    them all after the same block). A signal that lands while that agreement runs is kept for
+    the next one, never overwritten (it was lost so once: the slower process waits in the
+    collective most of the time); one that lands during or after the last agreement of a
+    finished run is not acted on (every process would otherwise have to save alone)."""
     history: list[dict] = []
     rows_per_iter = config.num_envs * config.env_steps_per_sync
     done = int(state.iteration)
     several = distributed.is_multiprocess()
     while True:
+        stopped = stop.requested
         if several:  # a signal to any process stops all after the same block
-            stop.requested = _collective(distributed.agree_stop, stop.requested)
-        if done >= config.max_iterations or stop.requested is not None:
+            stopped = _collective(distributed.agree_stop, stopped)
+            stop.requested = stopped or stop.requested
+        if done >= config.max_iterations or stopped is not None:
             break
         n = _block_length(config, done)
         step = stop.wait(trainer.step_fn, state, n)
@@ -596,7 +603,7 @@ def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks,
         for sink in sinks:
             record.update(sink.block(record, state) or {})
         history.append(record)
-    return state, history
+    return state, history, stopped
 
 
 def _collective(fn, *args):
