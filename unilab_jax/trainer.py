@@ -375,21 +375,12 @@ def train(
     """
     if logger not in LOGGERS:
         raise ConfigError(f"unknown logger {logger!r}; choose one of {', '.join(LOGGERS)}")
-    if resume is True:
-        if log_dir is None:
-            raise ConfigError("resume=True continues the run in log_dir, but no log_dir is given")
-        resume = log_dir
-    if resume is not None and resume is not False:
-        if initial_state is not None:
-            raise ConfigError("pass resume or initial_state, not both")
-        checkpoint_folder(resume)  # at once, before anything is built
-    elif resume_step is not None:
-        raise ConfigError(f"resume_step {resume_step} given without resume")
+    resume = _resume_source(resume, resume_step, log_dir, initial_state)
     if trainer is None:
         trainer = Trainer(config, algo_config)
     else:
         _check_same_build(config, trainer.config)
-    if resume is not None and resume is not False:
+    if resume is not None:
         settings = run_config(config, trainer.algo_config)
         initial_state = restore_run(trainer, resume, resume_step, settings)
     # One run per log dir; in a multi-process run process 0 owns it and writes its files.
@@ -400,6 +391,23 @@ def train(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _resume_source(resume, resume_step, log_dir, initial_state) -> str | Path | None:
+    """The run ``train(resume=...)`` continues (``True``: ``log_dir``), its checkpoint
+    folder checked at once, before anything is built; None for a fresh run."""
+    if resume is True:
+        if log_dir is None:
+            raise ConfigError("resume=True continues the run in log_dir, but no log_dir is given")
+        resume = log_dir
+    if resume is None or resume is False:
+        if resume_step is not None:
+            raise ConfigError(f"resume_step {resume_step} given without resume")
+        return None
+    if initial_state is not None:
+        raise ConfigError("pass resume or initial_state, not both")
+    checkpoint_folder(resume)
+    return resume
 
 
 def _train(
