@@ -18,6 +18,7 @@ return and length. ``python -m unilab_jax.evaluate RUN`` does both from the comm
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -139,8 +140,16 @@ def _readers() -> list[PolicyReader]:
     global _ENTRY_POINTS_READ
     if not _ENTRY_POINTS_READ:
         for point in entry_points(group=READERS_GROUP):
-            if point.name not in _READERS:
+            if point.name in _READERS:
+                continue
+            try:
                 register_reader(point.load())
+            except Exception as err:  # a broken plugin must not stop the core's own files
+                warnings.warn(
+                    f"policy reader {point.name!r} ({point.value}) could not be loaded and is "
+                    f"skipped: {type(err).__name__}: {err}",
+                    stacklevel=3,
+                )
         _ENTRY_POINTS_READ = True
     return list(_READERS.values())
 
