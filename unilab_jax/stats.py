@@ -12,9 +12,9 @@ RL at the Edge of the Statistical Precipice", NeurIPS 2021, the ``rliable`` prac
 
 ``bench/peers.py`` pools returns normalised per task by Brax's mean best evaluation (1.0:
 Brax's level), so tasks of different return scales pool; ``python -m unilab_jax.plot`` draws
-the runs of one setting over seeds as a mean with its band. ``rliable`` itself (1.2.0) does not import with the
-pandas 3 that pip resolves for it today (its ``arch`` dependency fails), so this module
-computes the same quantities with numpy and scipy.
+the runs of one setting over seeds as a mean with its band. ``rliable`` itself (1.2.0) does
+not import with the pandas 3 that pip resolves for it today (its ``arch`` dependency fails),
+so this module computes the same quantities with numpy and scipy.
 """
 
 from __future__ import annotations
