@@ -472,12 +472,11 @@ def _curves(rows: list[dict]) -> dict:
 
 def brax_targets(rows: list[dict]) -> dict[str, float]:
     """Per task: the mean over Brax seeds of each seed's best post-training evaluation."""
-    best: dict[str, list[float]] = {}
-    for (task, algo, _), curve in _curves(rows).items():
-        trained = [r["eval_return"] for r in curve if r["env_steps"] > 0]
-        if algo == "brax_sac" and trained:
-            best.setdefault(task, []).append(max(trained))
-    return {task: statistics.mean(v) for task, v in best.items()}
+    return {
+        task: statistics.mean(seeds.values())
+        for (task, algo), seeds in _best_evals(rows).items()
+        if algo == "brax_sac"
+    }
 
 
 def summarise(rows: list[dict], runs: list[dict]) -> tuple[list[str], list[list]]:

@@ -6,6 +6,7 @@ import sys
 import time
 
 import pytest
+from tiny import array_crcs  # tests/tiny.py
 
 from unilab_jax.train import build_parser
 
@@ -162,14 +163,6 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(td3_run, tmp_pa
     assert rerun["algo"] == dict(config["algo"], use_cdq=False)
 
 
-def _array_crcs(checkpoint) -> dict:
-    """``(item, array) -> CRC-32`` of every array of one checkpoint (its ``meta.json``)."""
-    items = json.loads((checkpoint / "meta.json").read_text())["items"]
-    return {
-        (item, name): e["crc32"] for item, arrays in items.items() for name, e in arrays.items()
-    }
-
-
 def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
     first_dir, first = td3_run
     common = (
@@ -191,7 +184,7 @@ def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
     assert summary["last_checkpoint"] == str(tmp_path / "b" / "checkpoints" / "4")  # trained
     assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").iterdir()) == ["4"]
     resumed, uninterrupted = (
-        _array_crcs(d / "checkpoints" / "4") for d in (tmp_path / "b", first_dir)
+        array_crcs(d / "checkpoints" / "4") for d in (tmp_path / "b", first_dir)
     )
     assert len(resumed) > 40 and resumed == uninterrupted
     wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",

@@ -8,11 +8,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
+from tiny import array_crcs  # tests/tiny.py
 
 from unilab_jax.checkpoint import read_meta, restore_checkpoint
 from unilab_jax.config import ConfigError, TrainConfig
@@ -141,12 +141,6 @@ def _cli(args, log_dir):
     return json.loads((log_dir / "run_summary.json").read_text())
 
 
-def _array_crcs(checkpoints: Path, step: int) -> dict:
-    items = read_meta(checkpoints, step)["items"]
-    return {(item, name): entry["crc32"] for item, arrays in items.items()
-            for name, entry in arrays.items()}  # fmt: skip
-
-
 def test_overlapped_collection_on_two_learner_devices_from_the_cli_resumes_exactly(tmp_path):
     """``--collection overlap --num-devices 2``: the CLI forces 3 host devices (2 learners, 1
     collector); a run resumed from its checkpoint 2 ends with the same arrays as the run that
@@ -156,7 +150,7 @@ def test_overlapped_collection_on_two_learner_devices_from_the_cli_resumes_exact
     assert summary["completed_iterations"] == 6 and summary["total_env_steps"] == 6 * 8 * 2
     _cli([*options, "--max-iterations", "6", "--resume", str(tmp_path / "a"), "--resume-step",
           "2"], tmp_path / "b")  # fmt: skip
-    a, b = _array_crcs(tmp_path / "a/checkpoints", 6), _array_crcs(tmp_path / "b/checkpoints", 6)
+    a, b = array_crcs(tmp_path / "a/checkpoints/6"), array_crcs(tmp_path / "b/checkpoints/6")
     assert a == b
     assert ("env", "physics") in a
 
@@ -231,8 +225,8 @@ def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tm
     _finish(one, "1 process x 2 devices")
     _finish(two, "2 processes x 1 device")
     for step in (2, 4, 6):
-        a = _array_crcs(tmp_path / "one/checkpoints", step)
-        assert _array_crcs(tmp_path / "two/checkpoints", step) == a, step
+        a = array_crcs(tmp_path / "one/checkpoints" / str(step))
+        assert array_crcs(tmp_path / "two/checkpoints" / str(step)) == a, step
     assert ("env", "physics") in a and ("run", "explore.noise_scales") in a
     summaries = [json.loads((tmp_path / d / "run_summary.json").read_text())
                  for d in ("one", "two")]  # fmt: skip
@@ -242,4 +236,4 @@ def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tm
                           str(tmp_path / "resumed"), "--resume", str(tmp_path / "one"),
                           "--resume-step", "2"], None)  # fmt: skip
     _finish(resumed, "2-process resume")
-    assert _array_crcs(tmp_path / "resumed/checkpoints", 6) == a
+    assert array_crcs(tmp_path / "resumed/checkpoints/6") == a

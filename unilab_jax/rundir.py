@@ -42,6 +42,11 @@ class _HeldLock:
         self.fd = fd
         self.claims = 0
 
+    def give_up(self) -> None:
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)  # an unlocked, empty file: nobody owns the directory
+        os.close(self.fd)  # closing drops the flock
+
 
 _HELD: dict[Path, _HeldLock] = {}
 
@@ -64,9 +69,7 @@ class RunDirLock:
         if held.claims:
             return
         _HELD.pop(self.directory, None)
-        with contextlib.suppress(OSError):
-            os.ftruncate(held.fd, 0)  # an unlocked, empty file: nobody owns the directory
-        os.close(held.fd)  # closing drops the flock
+        held.give_up()
 
     def __enter__(self) -> RunDirLock:
         return self
@@ -81,9 +84,7 @@ def release_all() -> None:
     the directory free rather than "locked by a run that is gone"."""
     for held in list(_HELD.values()):
         with contextlib.suppress(OSError):
-            os.ftruncate(held.fd, 0)
-        with contextlib.suppress(OSError):
-            os.close(held.fd)
+            held.give_up()
     _HELD.clear()
 
 
