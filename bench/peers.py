@@ -109,6 +109,7 @@ _OPTIONS = (
     "brax_stochastic_eval",
     "brax_lapack",
     "brax_raw_unpmap",
+    "set",
 )
 COLOURS = {"brax_sac": "tab:gray", "sac": "tab:blue", "td3": "tab:orange"}
 
@@ -155,6 +156,20 @@ def make_plan(task: str, env_steps: int | None, log_interval: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- child side
+def parse_settings(items: list[str]) -> dict:
+    """``["key=value", ...]`` (values read as JSON, else kept as text) -> ``{key: value}``."""
+    settings = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {item!r}: expected KEY=VALUE, e.g. --set tau=0.05")
+        try:
+            settings[key] = json.loads(text)
+        except json.JSONDecodeError:
+            settings[key] = text
+    return settings
+
+
 def _emit(tag: str, payload: dict) -> None:
     print(tag + json.dumps(payload), flush=True)
 
@@ -331,6 +346,7 @@ def _child_ours(args: argparse.Namespace, plan: dict) -> None:
         algo_overrides.update(actor_hidden_dim=args.hidden_dim, critic_hidden_dim=args.hidden_dim)
     elif args.our_preset == "none":
         algo_overrides.update(actor_hidden_dim=256, critic_hidden_dim=256)
+    algo_overrides.update(parse_settings(args.set))
     config, algo_config = preset_configs(
         f"playground/{args.task}", args.algo, args.our_preset, shape, algo_overrides
     )
@@ -391,6 +407,8 @@ def run_child(args: argparse.Namespace, plan: dict, algo: str, seed: int) -> tup
     ]  # fmt: skip
     if args.hidden_dim is not None:
         cmd += ["--hidden-dim", str(args.hidden_dim)]
+    for item in args.set:
+        cmd += ["--set", item]
     if args.brax_stochastic_eval:
         cmd.append("--brax-stochastic-eval")
     if args.brax_lapack:
@@ -704,6 +722,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden-dim", type=int, default=None,
                         help="our actor/critic width (default: the preset's; 256 with "
                         "--our-preset none)")  # fmt: skip
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one of our algorithm settings (repeatable; the value is read as "
+                        "JSON, e.g. --set pre_tanh_penalty=0.001), over the preset's; the "
+                        "children report what they ran with")  # fmt: skip
     parser.add_argument(
         "--brax-stochastic-eval",
         action="store_true",
@@ -744,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         return child_main(args)
+    parse_settings(args.set)  # a malformed --set fails here, before any child starts
 
     if args.from_json is not None:
         runs, rows = merge_rows([json.loads(p.read_text()) for p in args.from_json])

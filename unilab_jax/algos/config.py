@@ -179,6 +179,10 @@ class TD3Config:
     """Lower end of the per-env exploration std (uniformly drawn on reset)."""
     std_max: float = math.exp(-0.22)
     """Upper end of the per-env exploration std."""
+    noise_correlation: float = 0.0
+    """Step-to-step correlation rho of each env's exploration noise, an AR(1) process of unit
+    variance (`n <- rho * n + sqrt(1 - rho^2) * N(0, 1)`, redrawn when an episode starts),
+    scaled by the env's std; 0: independent draws each step (the reference)."""
     init_scale: float = 0.01
     """Std of the actor's output-layer kernel init (bias 0)."""
     use_cdq: bool = True
@@ -202,3 +206,5 @@ class TD3Config:
             f"at most std_max ({self.std_max}): exploration stds are drawn from [std_min, std_max]",
         )
         _require(self.init_scale > 0, "init_scale", self.init_scale, "> 0")
+        rho = self.noise_correlation
+        _require(0 <= rho < 1, "noise_correlation", rho, "in [0, 1) (0: white noise)")

@@ -26,6 +26,7 @@ Deviations from the reference:
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import flax.linen as nn
@@ -95,9 +96,11 @@ class TD3State:
 
 @flax.struct.dataclass
 class TD3ExploreState:
-    """Per-env exploration noise std, resampled when an env's episode ends."""
+    """Per-env exploration noise std, resampled when an env's episode ends, and (with
+    `noise_correlation > 0`) each env's current unit-variance noise."""
 
     noise_scales: Array  # [num_envs] in [std_min, std_max]
+    noise: Array | None = None  # [num_envs, A]; None for white noise
 
 
 def make_td3_networks(config: TD3Config, action_dim: int) -> TD3Networks:
@@ -227,8 +230,14 @@ def make_td3(
             key, (num_envs,), jnp.float32, minval=config.std_min, maxval=config.std_max
         )
 
+    rho = config.noise_correlation
+
     def init_explore(key: jax.Array, num_envs: int) -> TD3ExploreState:
-        return TD3ExploreState(noise_scales=sample_scales(key, num_envs))
+        noise = None
+        if rho > 0:
+            noise_key = jax.random.fold_in(key, 1)  # the scales keep the white-noise draw
+            noise = jax.random.normal(noise_key, (num_envs, action_dim), jnp.float32)
+        return TD3ExploreState(noise_scales=sample_scales(key, num_envs), noise=noise)
 
     def act(state: TD3State, obs: Array) -> Array:
         if config.obs_normalization:
@@ -249,8 +258,13 @@ def make_td3(
             prev_done, sample_scales(scale_key, num_envs), explore_state.noise_scales
         )  # [N]
         mu = act(state, obs)  # [N, A]
-        noise = jax.random.normal(noise_key, mu.shape, mu.dtype) * scales[:, None]
-        return jnp.clip(mu + noise, -1.0, 1.0), TD3ExploreState(noise_scales=scales)
+        fresh = jax.random.normal(noise_key, mu.shape, mu.dtype)
+        if rho > 0:
+            # AR(1): stationary unit variance, correlation rho per step; new episodes redraw.
+            carried = rho * explore_state.noise + math.sqrt(1.0 - rho * rho) * fresh
+            fresh = jnp.where(prev_done[:, None], fresh, carried)
+        action = jnp.clip(mu + fresh * scales[:, None], -1.0, 1.0)
+        return action, TD3ExploreState(noise_scales=scales, noise=fresh if rho > 0 else None)
 
     def prepare(state: TD3State, batch: Transition) -> Transition:
         if not config.obs_normalization:

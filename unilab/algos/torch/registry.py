@@ -65,6 +65,7 @@ def _td3_actor_kwargs(learner: FastTD3Learner) -> dict[str, Any]:
     return {
         "log_std_min": math.log(learner.actor.std_min),
         "log_std_max": math.log(learner.actor.std_max),
+        "noise_correlation": learner.actor.noise_correlation,
     }
 
 
@@ -144,7 +145,8 @@ def build_actor(
     """A fresh actor for ``algo_type`` ("sac": ``SACActor``, "td3": ``TD3Actor``).
 
     ``actor_kwargs``: sac ``log_std_min``, ``log_std_max``; td3 ``log_std_min``,
-    ``log_std_max``, ``init_scale``. ``use_layer_norm`` applies to SAC only.
+    ``log_std_max``, ``init_scale``, ``noise_correlation``. ``use_layer_norm`` applies to SAC
+    only.
     """
     builder = get_torch_algo(algo_type).actor_builder
     return builder(obs_dim, action_dim, actor_hidden_dim, use_layer_norm, device, num_envs,

@@ -82,6 +82,7 @@ class TD3Actor(nn.Module):
         log_std_min: float = _LOG_STD_MIN,
         log_std_max: float = _LOG_STD_MAX,
         device: torch.device | str | None = None,
+        noise_correlation: float = _DEFAULTS.noise_correlation,
     ) -> None:
         super().__init__()
         layers = hidden_layers(n_obs, hidden_dim, "relu", False, norm_slot=False, device=device)
@@ -93,6 +94,10 @@ class TD3Actor(nn.Module):
         self.std_max = math.exp(log_std_max)
         # A plain attribute (not a buffer): exploration state, kept out of `state_dict`.
         self.noise_scales = self.sample_noise_scales(num_envs, device)
+        #: Step-to-step correlation of the exploration noise (``TD3Config.noise_correlation``)
+        #: and each env's current unit-variance noise `[num_envs, A]` (None until drawn).
+        self.noise_correlation = noise_correlation
+        self.noise: torch.Tensor | None = None
         self.register_load_state_dict_pre_hook(_drop_legacy_actor_keys)
 
     def sample_noise_scales(
@@ -113,8 +118,10 @@ class TD3Actor(nn.Module):
         dones: torch.Tensor | bool | None = None,
         deterministic: bool = False,
     ) -> torch.Tensor:
-        """`clip(mu(obs) + N(0, 1) * scale_env, -1, 1)`; envs with `dones > 0` get a new scale.
+        """`clip(mu(obs) + n * scale_env, -1, 1)`; envs with `dones > 0` get a new scale.
 
+        `n` is a fresh `N(0, 1)` draw, or with `noise_correlation` rho > 0 an AR(1) process
+        `n <- rho * n + sqrt(1 - rho^2) * N(0, 1)` per env, redrawn where `dones > 0`.
         A bool passed as the second argument means `deterministic`, as in the reference.
         """
         if isinstance(dones, bool):
@@ -125,12 +132,19 @@ class TD3Actor(nn.Module):
         num_envs = obs.shape[0]
         if self.noise_scales.shape[0] != num_envs or self.noise_scales.device != obs.device:
             self.noise_scales = self.sample_noise_scales(num_envs, obs.device)
-        if dones is not None:
-            done = dones.reshape(-1, 1).to(obs.device) > 0
+        done = None if dones is None else dones.reshape(-1, 1).to(obs.device) > 0
+        if done is not None:
             fresh = self.sample_noise_scales(num_envs, obs.device)
             self.noise_scales = torch.where(done, fresh, self.noise_scales)
-        noise = torch.randn_like(action) * self.noise_scales
-        return torch.clamp(action + noise, -1.0, 1.0)
+        noise = torch.randn_like(action)
+        rho = self.noise_correlation
+        if rho > 0:
+            if self.noise is None or self.noise.shape != action.shape:
+                self.noise = torch.randn_like(action)
+            carried = rho * self.noise + math.sqrt(1.0 - rho * rho) * noise
+            noise = carried if done is None else torch.where(done, noise, carried)
+            self.noise = noise
+        return torch.clamp(action + noise * self.noise_scales, -1.0, 1.0)
 
 
 def _drop_legacy_actor_keys(
@@ -185,6 +199,7 @@ class FastTD3Learner(ObsNormalizingLearner):
         log_std_min: float = _LOG_STD_MIN,
         log_std_max: float = _LOG_STD_MAX,
         init_scale: float = _DEFAULTS.init_scale,
+        noise_correlation: float = _DEFAULTS.noise_correlation,
         use_cdq: bool = _DEFAULTS.use_cdq,
         obs_normalization: bool = _DEFAULTS.obs_normalization,
         world_size: int = 1,
@@ -213,6 +228,7 @@ class FastTD3Learner(ObsNormalizingLearner):
             std_min=math.exp(log_std_min),
             std_max=math.exp(log_std_max),
             init_scale=init_scale,
+            noise_correlation=noise_correlation,
             use_cdq=use_cdq,
             obs_normalization=obs_normalization,
             use_symmetry=use_symmetry,
@@ -235,6 +251,7 @@ class FastTD3Learner(ObsNormalizingLearner):
             log_std_min,
             log_std_max,
             device,
+            noise_correlation,
         )
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.qnet = Critic(
