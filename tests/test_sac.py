@@ -174,6 +174,45 @@ def test_explore_ignores_prev_done_and_stays_in_bounds():
     assert float(jnp.std(a1)) > 0.0
 
 
+def lag_one_correlation(noise) -> tuple[float, float]:
+    """`noise [T, N, A]` -> (variance, correlation of successive steps), over all envs."""
+    x = np.asarray(noise, np.float64)
+    return float(np.var(x)), float(np.mean(x[1:] * x[:-1]) / np.var(x))
+
+
+def check_correlated_noise(agent, state, obs, rho, noise_of, check_action, steps=200):
+    """200 exploration steps of `agent` (`noise_correlation=rho`) with no episode ending: its
+    noise (`noise_of(explore_state)`) has unit variance and lag-one correlation rho, and each
+    action is the one that noise makes (`check_action(actions, explore_state)`); then 200 steps
+    with every episode ending: fresh, uncorrelated draws."""
+    explore = jax.jit(agent.explore)
+    explore_state = agent.init_explore(jax.random.key(2), obs.shape[0])
+    for done, want in ((False, rho), (True, 0.0)):
+        dones = jnp.full((obs.shape[0],), done)
+        noises = []
+        for step in range(steps):
+            key = jax.random.key(step + 1000 * done)
+            actions, explore_state = explore(state, explore_state, obs, dones, key)
+            check_action(actions, explore_state)
+            noises.append(noise_of(explore_state))
+        var, corr = lag_one_correlation(noises)
+        assert abs(var - 1.0) < 0.05 and abs(corr - want) < 0.02, (done, var, corr)
+
+
+def test_correlated_noise_is_an_ar1_of_unit_variance_redrawn_on_done():
+    agent = make_sac(dataclasses.replace(CONFIG, noise_correlation=0.9), OBS, CRITIC, ACT)
+    state = init(jax.random.key(0))
+    state = state.replace(actor_params=randomize(state.actor_params, 1, 0.3))
+    obs = normal(1, (256, OBS))
+    mean, log_std = jax.jit(NETWORKS.actor.apply)(state.actor_params, obs / 1.01)
+
+    def check_action(actions, noise):
+        want = np.tanh(np.asarray(mean) + np.exp(np.asarray(log_std)) * np.asarray(noise))
+        np.testing.assert_allclose(actions, want, atol=1e-5)
+
+    check_correlated_noise(agent, state, obs, 0.9, lambda e: e, check_action)
+
+
 def test_act_normalises_observations():
     state = init(jax.random.key(0))
     state = state.replace(actor_params=randomize(state.actor_params, 1))

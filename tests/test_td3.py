@@ -9,7 +9,16 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 from test_c51 import np_projection
-from test_sac import ACT, CRITIC, OBS, normal, randomize, toy_batch, trees_close
+from test_sac import (
+    ACT,
+    CRITIC,
+    OBS,
+    check_correlated_noise,
+    normal,
+    randomize,
+    toy_batch,
+    trees_close,
+)
 
 from unilab_jax.algos.gradients import gradient_step
 from unilab_jax.algos.td3 import TD3Config, make_td3, make_td3_networks, td3_critic_loss
@@ -114,38 +123,17 @@ def test_per_env_noise_std_is_resampled_only_for_done_envs():
         explore_state = new
 
 
-def lag_one_correlation(noise):
-    """`noise [T, N, A]` -> (variance, correlation of successive steps), over all envs."""
-    x = np.asarray(noise, np.float64)
-    return float(np.var(x)), float(np.mean(x[1:] * x[:-1]) / np.var(x))
-
-
 def test_correlated_noise_is_an_ar1_of_unit_variance_redrawn_on_done():
-    rho = 0.9
-    agent = make_td3(dataclasses.replace(CONFIG, noise_correlation=rho), OBS, CRITIC, ACT)
-    explore = jax.jit(agent.explore)
+    agent = make_td3(dataclasses.replace(CONFIG, noise_correlation=0.9), OBS, CRITIC, ACT)
     state = init(jax.random.key(0))
     obs = normal(1, (256, OBS))
     mu = np.asarray(jax.jit(agent.act)(state, obs))
-    explore_state = agent.init_explore(jax.random.key(2), 256)
-    never = jnp.zeros((256,), bool)
-    noises = []
-    for step in range(200):
-        actions, new = explore(state, explore_state, obs, never, jax.random.key(step))
-        want = np.clip(mu + np.asarray(new.noise) * np.asarray(new.noise_scales)[:, None], -1, 1)
-        np.testing.assert_allclose(actions, want, atol=1e-6)
-        noises.append(new.noise)
-        explore_state = new
-    var, corr = lag_one_correlation(noises)
-    assert abs(var - 1.0) < 0.05 and abs(corr - rho) < 0.02, (var, corr)
-    # A done env starts its episode with a fresh draw: no memory of the old noise.
-    firsts = []
-    for step in range(200):
-        _, new = explore(state, explore_state, obs, ~never, jax.random.key(1000 + step))
-        firsts.append(new.noise)
-        explore_state = new
-    var, corr = lag_one_correlation(firsts)
-    assert abs(var - 1.0) < 0.05 and abs(corr) < 0.02, (var, corr)
+
+    def check_action(actions, explore_state):
+        noise = np.asarray(explore_state.noise) * np.asarray(explore_state.noise_scales)[:, None]
+        np.testing.assert_allclose(actions, np.clip(mu + noise, -1, 1), atol=1e-6)
+
+    check_correlated_noise(agent, state, obs, 0.9, lambda e: e.noise, check_action)
     # The reference's white noise keeps no noise state (old checkpoints restore unchanged).
     assert AGENT.init_explore(jax.random.key(2), 4).noise is None
 

@@ -9,7 +9,8 @@ import torch
 from unilab.algos.torch.common.networks import categorical_projection
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
 from unilab.algos.torch.fast_sac import FastSACLearner
-from unilab.algos.torch.fast_sac.learner import sample_tanh_gaussian
+from unilab.algos.torch.fast_sac.learner import SACActor, sample_tanh_gaussian
+from unilab.algos.torch.registry import actor_kwargs_from_learner
 
 # Tiny networks: one intra-op thread is fastest, and immune to spin-wait stalls on shared cores.
 torch.set_num_threads(1)
@@ -51,6 +52,38 @@ def toy_batch(seed, batch_size=16, **overrides):
 
 def normal(seed, shape):
     return torch.as_tensor(np.random.default_rng(seed).normal(size=shape), dtype=torch.float32)
+
+
+def check_correlated_noise(actor, obs, rho, check_action, steps=200):
+    """200 exploration steps of a torch actor (``noise_correlation=rho``) with no episode
+    ending: its ``actor.noise`` has unit variance and lag-one correlation rho and each action is
+    the one that noise makes (``check_action(actions)``); then 200 steps with every episode
+    ending: fresh, uncorrelated draws."""
+    for dones, want in ((torch.zeros(obs.shape[0]), rho), (torch.ones(obs.shape[0]), 0.0)):
+        noises = []
+        for _ in range(steps):
+            check_action(actor.explore(obs, dones))
+            noises.append(actor.noise.numpy().copy())
+        x = np.asarray(noises, np.float64)
+        var, corr = np.var(x), np.mean(x[1:] * x[:-1]) / np.var(x)
+        assert abs(var - 1.0) < 0.05 and abs(corr - want) < 0.02, (want, var, corr)
+
+
+def test_correlated_noise_is_an_ar1_of_unit_variance_redrawn_on_done():
+    torch.manual_seed(0)
+    actor = SACActor(OBS, ACT, hidden_dim=32, noise_correlation=0.9)
+    obs = normal(1, (256, OBS))
+    randomize(actor, 1, 0.3)  # a mean and log-std that vary with the observation
+    with torch.no_grad():
+        mean, log_std = actor.mean_and_log_std(obs)
+
+    def check_action(actions):
+        want = torch.tanh(mean + torch.exp(log_std) * actor.noise)
+        torch.testing.assert_close(actions, want, atol=1e-5, rtol=1e-5)
+
+    check_correlated_noise(actor, obs, 0.9, check_action)
+    learner = FastSACLearner(OBS, ACT, CRITIC, "cpu", actor_hidden_dim=32, noise_correlation=0.9)
+    assert actor_kwargs_from_learner(learner)["noise_correlation"] == 0.9  # the collector's copy
 
 
 @torch.no_grad()

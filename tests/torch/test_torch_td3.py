@@ -4,10 +4,20 @@ import math
 
 import numpy as np
 import torch
-from test_torch_sac import ACT, CRITIC, OBS, normal, optimizer_snapshot, randomize, toy_batch
+from test_torch_sac import (
+    ACT,
+    CRITIC,
+    OBS,
+    check_correlated_noise,
+    normal,
+    optimizer_snapshot,
+    randomize,
+    toy_batch,
+)
 
 from unilab.algos.torch.fast_td3 import FastTD3Learner, TD3Actor
 from unilab.algos.torch.fast_td3.learner import cdq_target
+from unilab.algos.torch.registry import actor_kwargs_from_learner
 
 torch.set_num_threads(1)  # see test_torch_sac
 
@@ -81,30 +91,18 @@ def test_weight_sync_does_not_overwrite_the_collector_noise_scales():
 
 
 def test_correlated_noise_is_an_ar1_of_unit_variance_redrawn_on_done():
-    rho = 0.9
     torch.manual_seed(0)
-    actor = TD3Actor(OBS, ACT, num_envs=256, hidden_dim=32, noise_correlation=rho)
+    actor = TD3Actor(OBS, ACT, num_envs=256, hidden_dim=32, noise_correlation=0.9)
     obs = normal(1, (256, OBS))
     mu = actor(obs)
-    never, always = torch.zeros(256), torch.ones(256)
-    runs = {}
-    for name, dones in (("running", never), ("done", always)):
-        noises = []
-        for _ in range(200):
-            actions = actor.explore(obs, dones)
-            want = torch.clamp(mu + actor.noise * actor.noise_scales, -1.0, 1.0)
-            torch.testing.assert_close(actions, want)
-            noises.append(actor.noise.numpy().copy())
-        x = np.asarray(noises, np.float64)
-        runs[name] = (np.var(x), np.mean(x[1:] * x[:-1]) / np.var(x))
-    (var, corr), (var_done, corr_done) = runs["running"], runs["done"]
-    assert abs(var - 1.0) < 0.05 and abs(corr - rho) < 0.02, runs
-    assert abs(var_done - 1.0) < 0.05 and abs(corr_done) < 0.02, runs
-    # The collector's copy of the actor gets the same correlation from the learner.
-    from unilab.algos.torch.registry import actor_kwargs_from_learner
 
-    learner = make_learner(noise_correlation=rho)
-    assert actor_kwargs_from_learner(learner)["noise_correlation"] == rho
+    def check_action(actions):
+        want = torch.clamp(mu + actor.noise * actor.noise_scales, -1.0, 1.0)
+        torch.testing.assert_close(actions, want)
+
+    check_correlated_noise(actor, obs, 0.9, check_action)
+    learner = make_learner(noise_correlation=0.9)  # the collector's copy gets the same rho
+    assert actor_kwargs_from_learner(learner)["noise_correlation"] == 0.9
     assert TD3Actor(OBS, ACT, hidden_dim=32).noise is None  # white noise: no state
 
 

@@ -41,6 +41,9 @@ def check_common_settings(config) -> None:
         _require(
             isinstance(config.use_symmetry, bool), "use_symmetry", config.use_symmetry, "a bool"
         )
+    if hasattr(config, "noise_correlation"):
+        rho = config.noise_correlation
+        _require(0 <= rho < 1, "noise_correlation", rho, "in [0, 1) (0: white noise)")
     _require(0.0 < config.gamma <= 1.0, "gamma", config.gamma, "in (0, 1]")
     _require(0.0 < config.tau <= 1.0, "tau", config.tau, "in (0, 1]")
     for name in ("actor_lr", "critic_lr", "alpha_lr"):
@@ -115,6 +118,10 @@ class SACConfig:
     """Lower end of the policy's log-std range."""
     log_std_max: float = 0.0
     """Upper end of the policy's log-std range."""
+    noise_correlation: float = 0.0
+    """Step-to-step correlation rho of each env's standard normal draw in exploration, an AR(1)
+    process of unit variance (`n <- rho * n + sqrt(1 - rho^2) * N(0, 1)`, redrawn when an
+    episode starts), so actions `tanh(mean + std * n)`; 0: independent draws (the reference)."""
     obs_normalization: bool = True
     """Normalise actor and critic inputs with running statistics (`update_normalizers`)."""
     use_symmetry: bool = False
@@ -206,5 +213,3 @@ class TD3Config:
             f"at most std_max ({self.std_max}): exploration stds are drawn from [std_min, std_max]",
         )
         _require(self.init_scale > 0, "init_scale", self.init_scale, "> 0")
-        rho = self.noise_correlation
-        _require(0 <= rho < 1, "noise_correlation", rho, "in [0, 1) (0: white noise)")

@@ -267,9 +267,12 @@ def make_sac(
             critic_normalizer=init_normalizer(critic_dim),
         )
 
-    def init_explore(key: jax.Array, num_envs: int) -> tuple:
-        del key, num_envs  # SAC exploration is stateless
-        return ()
+    rho = config.noise_correlation
+
+    def init_explore(key: jax.Array, num_envs: int) -> tuple | Array:
+        if rho == 0:
+            return ()  # white noise: SAC exploration is stateless
+        return jax.random.normal(jax.random.fold_in(key, 1), (num_envs, action_dim), jnp.float32)
 
     def policy(state: SACState, obs: Array) -> tuple[Array, Array]:
         if config.obs_normalization:
@@ -277,11 +280,15 @@ def make_sac(
         return networks.actor.apply(state.actor_params, obs)
 
     def explore(
-        state: SACState, explore_state: tuple, obs: Array, prev_done: Array, key: jax.Array
-    ) -> tuple[Array, tuple]:
-        del prev_done  # the reference ignores dones for SAC
+        state: SACState, explore_state: tuple | Array, obs: Array, prev_done: Array, key: jax.Array
+    ) -> tuple[Array, tuple | Array]:
         mean, log_std = policy(state, obs)  # [N, A]
         noise = jax.random.normal(key, mean.shape, mean.dtype)
+        if rho > 0:
+            # AR(1) of unit variance per env (as TD3's), redrawn when an episode starts; with
+            # white noise the reference ignores dones for SAC.
+            carried = rho * explore_state + math.sqrt(1.0 - rho * rho) * noise
+            noise = explore_state = jnp.where(prev_done[:, None], noise, carried)
         return jnp.tanh(mean + jnp.exp(log_std) * noise), explore_state
 
     def act(state: SACState, obs: Array) -> Array:

@@ -58,7 +58,11 @@ def _td3_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs
 
 
 def _sac_actor_kwargs(learner: FastSACLearner) -> dict[str, Any]:
-    return {"log_std_min": learner.actor.log_std_min, "log_std_max": learner.actor.log_std_max}
+    return {
+        "log_std_min": learner.actor.log_std_min,
+        "log_std_max": learner.actor.log_std_max,
+        "noise_correlation": learner.actor.noise_correlation,
+    }
 
 
 def _td3_actor_kwargs(learner: FastTD3Learner) -> dict[str, Any]:
@@ -144,9 +148,9 @@ def build_actor(
 ) -> nn.Module:
     """A fresh actor for ``algo_type`` ("sac": ``SACActor``, "td3": ``TD3Actor``).
 
-    ``actor_kwargs``: sac ``log_std_min``, ``log_std_max``; td3 ``log_std_min``,
-    ``log_std_max``, ``init_scale``, ``noise_correlation``. ``use_layer_norm`` applies to SAC
-    only.
+    ``actor_kwargs``: sac ``log_std_min``, ``log_std_max``, ``noise_correlation``; td3
+    ``log_std_min``, ``log_std_max``, ``init_scale``, ``noise_correlation``.
+    ``use_layer_norm`` applies to SAC only.
     """
     builder = get_torch_algo(algo_type).actor_builder
     return builder(obs_dim, action_dim, actor_hidden_dim, use_layer_norm, device, num_envs,

@@ -108,6 +108,7 @@ class SACActor(nn.Module):
         log_std_min: float = _DEFAULTS.log_std_min,
         log_std_max: float = _DEFAULTS.log_std_max,
         device: torch.device | str | None = None,
+        noise_correlation: float = _DEFAULTS.noise_correlation,
     ) -> None:
         super().__init__()
         self.net = nn.Sequential(
@@ -121,6 +122,10 @@ class SACActor(nn.Module):
             nn.init.zeros_(head.bias)
         self.log_std_min = log_std_min
         self.log_std_max = log_std_max
+        #: Step-to-step correlation of the exploration draw (``SACConfig.noise_correlation``)
+        #: and each env's current draw `[num_envs, A]` (None until drawn; not a weight).
+        self.noise_correlation = noise_correlation
+        self.noise: torch.Tensor | None = None
         self.register_buffer("action_scale", torch.ones(n_act, device=device))
         self.register_buffer("action_bias", torch.zeros(n_act, device=device))
 
@@ -160,15 +165,29 @@ class SACActor(nn.Module):
         dones: torch.Tensor | bool | None = None,
         deterministic: bool = False,
     ) -> torch.Tensor:
-        """A tanh-Gaussian sample (or `tanh(mean)` when deterministic); `dones` is ignored.
+        """A tanh-Gaussian sample (or `tanh(mean)` when deterministic).
 
-        As in the reference, a bool passed as the second argument means `deterministic`.
+        With `noise_correlation` rho > 0 the standard normal draw is an AR(1) process per env,
+        `n <- rho * n + sqrt(1 - rho^2) * N(0, 1)`, redrawn where `dones > 0`; otherwise
+        `dones` is ignored (the reference). As in the reference, a bool passed as the second
+        argument means `deterministic`.
         """
         if isinstance(dones, bool):
-            deterministic = dones
+            deterministic, dones = dones, None
         if deterministic:
             return self(obs)[0]
-        return self.get_actions_and_log_probs(obs)[0]
+        rho = self.noise_correlation
+        if rho == 0:
+            return self.get_actions_and_log_probs(obs)[0]
+        mean, log_std = self.mean_and_log_std(obs)
+        noise = torch.randn_like(mean)
+        if self.noise is None or self.noise.shape != noise.shape:
+            self.noise = torch.randn_like(mean)
+        carried = rho * self.noise + math.sqrt(1.0 - rho * rho) * noise
+        if dones is not None:
+            carried = torch.where(dones.reshape(-1, 1).to(obs.device) > 0, noise, carried)
+        self.noise = carried
+        return sample_tanh_gaussian(mean, log_std, carried, self.action_scale, self.action_bias)[0]
 
     def as_export_module(self) -> nn.Module:
         """A single-input, single-output module (obs -> deterministic action) for ONNX."""
@@ -262,6 +281,7 @@ class FastSACLearner(ObsNormalizingLearner):
         obs_normalization: bool = _DEFAULTS.obs_normalization,
         log_std_min: float = _DEFAULTS.log_std_min,
         log_std_max: float = _DEFAULTS.log_std_max,
+        noise_correlation: float = _DEFAULTS.noise_correlation,
         use_amp: bool = False,
         amp_dtype: str = "auto",
         use_compile: bool = False,
@@ -293,6 +313,7 @@ class FastSACLearner(ObsNormalizingLearner):
             v_max=v_max,
             log_std_min=log_std_min,
             log_std_max=log_std_max,
+            noise_correlation=noise_correlation,
             obs_normalization=obs_normalization,
             use_symmetry=use_symmetry,
         )
@@ -308,7 +329,14 @@ class FastSACLearner(ObsNormalizingLearner):
         self.update_count = 0
 
         self.actor = SACActor(
-            obs_dim, action_dim, actor_hidden_dim, use_layer_norm, log_std_min, log_std_max, device
+            obs_dim,
+            action_dim,
+            actor_hidden_dim,
+            use_layer_norm,
+            log_std_min,
+            log_std_max,
+            device,
+            noise_correlation,
         )
         self.qnet = SACCritic(
             self.critic_obs_dim,
