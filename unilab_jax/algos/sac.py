@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import flax.linen as nn
@@ -42,16 +43,19 @@ from unilab_jax.algos.c51 import (
     expected_value,
     make_support,
 )
-from unilab_jax.algos.config import SACConfig
-from unilab_jax.algos.gradients import gradient_step, polyak_update, reduce_metrics, row_normal
-from unilab_jax.algos.networks import CriticEnsemble, SACActor
-from unilab_jax.algos.normalizer import (
-    NormalizerState,
-    init_normalizer,
-    normalize,
-    normalize_transition,
-    update_agent_normalizers,
+from unilab_jax.algos.common import (
+    bind,
+    init_noise,
+    next_noise,
+    prepare_batch,
+    step_member,
+    update_normalizers,
+    update_target,
 )
+from unilab_jax.algos.config import SACConfig
+from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
+from unilab_jax.algos.networks import CriticEnsemble, SACActor
+from unilab_jax.algos.normalizer import NormalizerState, init_normalizer, normalize
 from unilab_jax.algos.symmetry import make_augment
 
 __all__ = [
@@ -224,6 +228,21 @@ def sac_actor_loss(
     return loss, jax.lax.stop_gradient(aux)
 
 
+class _SACParts(NamedTuple):
+    """What the pure FastSAC functions are built from (`make_sac`)."""
+
+    config: SACConfig
+    networks: SACNetworks
+    obs_dim: int
+    critic_dim: int
+    action_dim: int
+    actor_opt: optax.GradientTransformation
+    critic_opt: optax.GradientTransformation
+    alpha_opt: optax.GradientTransformation
+    augment: Callable[[Transition], Transition]
+    axis_name: str | None
+
+
 def make_sac(
     config: SACConfig,
     obs_dim: int,
@@ -237,158 +256,150 @@ def make_sac(
     `mirror`: the task's mirror map, used when `config.use_symmetry` (each update trains on the
     first half of its rows and their mirrors, `unilab_jax.algos.symmetry`).
     """
-    networks = make_sac_networks(config, action_dim)
-    augment = make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim)
-    target_entropy = -action_dim * config.target_entropy_ratio
     b1, b2 = config.betas
-    actor_opt = optax.adamw(config.actor_lr, b1=b1, b2=b2, weight_decay=config.weight_decay)
-    critic_opt = optax.adamw(config.critic_lr, b1=b1, b2=b2, weight_decay=config.weight_decay)
-    alpha_opt = optax.adam(config.alpha_lr, b1=b1, b2=b2)
-    critic_loss = functools.partial(sac_critic_loss, networks=networks, config=config)
-    actor_loss = functools.partial(sac_actor_loss, networks=networks, config=config)
-    alpha_loss = functools.partial(sac_alpha_loss, target_entropy=target_entropy)
-
-    def init(key: jax.Array) -> SACState:
-        actor_key, critic_key = jax.random.split(key)
-        actor_params = networks.actor.init(actor_key, jnp.zeros((1, obs_dim)))
-        critic_params = networks.critic.init(
-            critic_key, jnp.zeros((1, critic_dim)), jnp.zeros((1, action_dim))
-        )
-        log_alpha = jnp.asarray(math.log(config.alpha_init), jnp.float32)
-        return SACState(
-            actor_params=actor_params,
-            critic_params=critic_params,
-            target_critic_params=critic_params,
-            log_alpha=log_alpha,
-            actor_opt_state=actor_opt.init(actor_params),
-            critic_opt_state=critic_opt.init(critic_params),
-            alpha_opt_state=alpha_opt.init(log_alpha),
-            obs_normalizer=init_normalizer(obs_dim),
-            critic_normalizer=init_normalizer(critic_dim),
-        )
-
-    rho = config.noise_correlation
-
-    def init_explore(key: jax.Array, num_envs: int) -> tuple | Array:
-        if rho == 0:
-            return ()  # white noise: SAC exploration is stateless
-        return jax.random.normal(jax.random.fold_in(key, 1), (num_envs, action_dim), jnp.float32)
-
-    def policy(state: SACState, obs: Array) -> tuple[Array, Array]:
-        if config.obs_normalization:
-            obs = normalize(state.obs_normalizer, obs)
-        return networks.actor.apply(state.actor_params, obs)
-
-    def explore(
-        state: SACState, explore_state: tuple | Array, obs: Array, prev_done: Array, key: jax.Array
-    ) -> tuple[Array, tuple | Array]:
-        mean, log_std = policy(state, obs)  # [N, A]
-        noise = jax.random.normal(key, mean.shape, mean.dtype)
-        if rho > 0:
-            # AR(1) of unit variance per env (as TD3's), redrawn when an episode starts; with
-            # white noise the reference ignores dones for SAC.
-            carried = rho * explore_state + math.sqrt(1.0 - rho * rho) * noise
-            noise = explore_state = jnp.where(prev_done[:, None], noise, carried)
-        return jnp.tanh(mean + jnp.exp(log_std) * noise), explore_state
-
-    def act(state: SACState, obs: Array) -> Array:
-        return jnp.tanh(policy(state, obs)[0])
-
-    def prepare(state: SACState, batch: Transition) -> Transition:
-        if not config.obs_normalization:
-            return batch
-        return normalize_transition(state.obs_normalizer, state.critic_normalizer, batch)
-
-    def update_critic(
-        state: SACState, batch: Transition, key: jax.Array
-    ) -> tuple[SACState, dict[str, Array]]:
-        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
-        noise = row_normal(key, batch.rewards.shape[0], action_dim, axis_name)  # [B, A]
-        loss_fn = functools.partial(
-            critic_loss,
-            target_critic_params=state.target_critic_params,
-            actor_params=state.actor_params,
-            log_alpha=state.log_alpha,
-            batch=batch,
-            next_action_noise=noise,
-        )
-        critic_params, critic_opt_state, qf_loss, aux, grad_norm = gradient_step(
-            loss_fn,
-            state.critic_params,
-            state.critic_opt_state,
-            critic_opt,
-            config.max_grad_norm,
-            axis_name,
-        )
-        log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
-        alpha_loss_value = jnp.zeros((), jnp.float32)
-        if config.use_autotune:
-            log_alpha, alpha_opt_state, alpha_loss_value, _, _ = gradient_step(
-                functools.partial(alpha_loss, next_log_prob=aux["next_log_prob"]),
-                state.log_alpha,
-                state.alpha_opt_state,
-                alpha_opt,
-                0.0,
-                axis_name,
-            )
-        state = state.replace(
-            critic_params=critic_params,
-            critic_opt_state=critic_opt_state,
-            log_alpha=log_alpha,
-            alpha_opt_state=alpha_opt_state,
-        )
-        metrics = {
-            "qf_loss": qf_loss,
-            "critic_grad_norm": grad_norm,
-            "target_q_max": aux["target_q_max"],
-            "target_q_min": aux["target_q_min"],
-            "target_clip_low": aux["target_clip_low"],
-            "target_clip_high": aux["target_clip_high"],
-            "alpha_loss": alpha_loss_value,
-            "alpha": jnp.exp(log_alpha),
-        }
-        return state, reduce_metrics(metrics, axis_name)
-
-    def update_actor(
-        state: SACState, batch: Transition, key: jax.Array
-    ) -> tuple[SACState, dict[str, Array]]:
-        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
-        noise = row_normal(key, batch.rewards.shape[0], action_dim, axis_name)  # [B, A]
-        loss_fn = functools.partial(
-            actor_loss,
-            critic_params=state.critic_params,
-            log_alpha=state.log_alpha,
-            batch=batch,
-            action_noise=noise,
-        )
-        actor_params, actor_opt_state, loss, aux, grad_norm = gradient_step(
-            loss_fn,
-            state.actor_params,
-            state.actor_opt_state,
-            actor_opt,
-            config.max_grad_norm,
-            axis_name,
-        )
-        state = state.replace(actor_params=actor_params, actor_opt_state=actor_opt_state)
-        metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
-        return state, reduce_metrics(metrics, axis_name)
-
-    def update_target(state: SACState) -> SACState:
-        target = polyak_update(state.target_critic_params, state.critic_params, config.tau)
-        return state.replace(target_critic_params=target)
-
-    def update_normalizers(state: SACState, obs: Array, critic: Array) -> SACState:
-        if not config.obs_normalization:
-            return state
-        return update_agent_normalizers(state, obs, critic, axis_name)
-
-    return Agent(
-        init=init,
-        init_explore=init_explore,
-        explore=explore,
-        act=act,
-        update_critic=update_critic,
-        update_actor=update_actor,
-        update_target=update_target,
-        update_normalizers=update_normalizers,
+    parts = _SACParts(
+        config=config,
+        networks=make_sac_networks(config, action_dim),
+        obs_dim=obs_dim,
+        critic_dim=critic_dim,
+        action_dim=action_dim,
+        actor_opt=optax.adamw(config.actor_lr, b1=b1, b2=b2, weight_decay=config.weight_decay),
+        critic_opt=optax.adamw(config.critic_lr, b1=b1, b2=b2, weight_decay=config.weight_decay),
+        alpha_opt=optax.adam(config.alpha_lr, b1=b1, b2=b2),
+        augment=make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim),
+        axis_name=axis_name,
     )
+    return Agent(
+        init=bind("init", _init, parts),
+        init_explore=bind("init_explore", _init_explore, parts),
+        explore=bind("explore", _explore, parts),
+        act=bind("act", _act, parts),
+        update_critic=bind("update_critic", _update_critic, parts),
+        update_actor=bind("update_actor", _update_actor, parts),
+        update_target=bind("update_target", update_target, tau=config.tau),
+        update_normalizers=bind(
+            "update_normalizers",
+            update_normalizers,
+            enabled=config.obs_normalization,
+            axis_name=axis_name,
+        ),
+    )
+
+
+def _init(parts: _SACParts, key: jax.Array) -> SACState:
+    actor_key, critic_key = jax.random.split(key)
+    networks = parts.networks
+    actor_params = networks.actor.init(actor_key, jnp.zeros((1, parts.obs_dim)))
+    critic_params = networks.critic.init(
+        critic_key, jnp.zeros((1, parts.critic_dim)), jnp.zeros((1, parts.action_dim))
+    )
+    log_alpha = jnp.asarray(math.log(parts.config.alpha_init), jnp.float32)
+    return SACState(
+        actor_params=actor_params,
+        critic_params=critic_params,
+        target_critic_params=critic_params,
+        log_alpha=log_alpha,
+        actor_opt_state=parts.actor_opt.init(actor_params),
+        critic_opt_state=parts.critic_opt.init(critic_params),
+        alpha_opt_state=parts.alpha_opt.init(log_alpha),
+        obs_normalizer=init_normalizer(parts.obs_dim),
+        critic_normalizer=init_normalizer(parts.critic_dim),
+    )
+
+
+def _init_explore(parts: _SACParts, key: jax.Array, num_envs: int) -> tuple | Array:
+    """`()` with white noise (SAC exploration is then stateless), else each env's draw."""
+    noise = init_noise(key, parts.config.noise_correlation, num_envs, parts.action_dim)
+    return () if noise is None else noise
+
+
+def _policy(parts: _SACParts, state: SACState, obs: Array) -> tuple[Array, Array]:
+    if parts.config.obs_normalization:
+        obs = normalize(state.obs_normalizer, obs)
+    return parts.networks.actor.apply(state.actor_params, obs)
+
+
+def _explore(
+    parts: _SACParts,
+    state: SACState,
+    explore_state: tuple | Array,
+    obs: Array,
+    prev_done: Array,
+    key: jax.Array,
+) -> tuple[Array, tuple | Array]:
+    """`tanh(mean + std * n)`; `n` a fresh draw (the reference ignores `prev_done` for SAC) or,
+    with `noise_correlation`, each env's correlated draw (`common.next_noise`)."""
+    mean, log_std = _policy(parts, state, obs)  # [N, A]
+    fresh = jax.random.normal(key, mean.shape, mean.dtype)
+    rho = parts.config.noise_correlation
+    noise = next_noise(rho, explore_state if rho else None, fresh, prev_done)
+    return jnp.tanh(mean + jnp.exp(log_std) * noise), (noise if rho else explore_state)
+
+
+def _act(parts: _SACParts, state: SACState, obs: Array) -> Array:
+    return jnp.tanh(_policy(parts, state, obs)[0])
+
+
+def _update_critic(
+    parts: _SACParts, state: SACState, batch: Transition, key: jax.Array
+) -> tuple[SACState, dict[str, Array]]:
+    config, axis_name = parts.config, parts.axis_name
+    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
+    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
+    loss_fn = functools.partial(
+        sac_critic_loss,
+        target_critic_params=state.target_critic_params,
+        actor_params=state.actor_params,
+        log_alpha=state.log_alpha,
+        batch=batch,
+        next_action_noise=noise,
+        networks=parts.networks,
+        config=config,
+    )
+    state, qf_loss, aux, grad_norm = step_member(
+        state, "critic", loss_fn, parts.critic_opt, config.max_grad_norm, axis_name
+    )
+    log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
+    alpha_loss_value = jnp.zeros((), jnp.float32)
+    if config.use_autotune:
+        target_entropy = -parts.action_dim * config.target_entropy_ratio
+        alpha_loss = functools.partial(
+            sac_alpha_loss, next_log_prob=aux["next_log_prob"], target_entropy=target_entropy
+        )
+        log_alpha, alpha_opt_state, alpha_loss_value, _, _ = gradient_step(
+            alpha_loss, log_alpha, alpha_opt_state, parts.alpha_opt, 0.0, axis_name
+        )
+    state = state.replace(log_alpha=log_alpha, alpha_opt_state=alpha_opt_state)
+    metrics = {
+        "qf_loss": qf_loss,
+        "critic_grad_norm": grad_norm,
+        "target_q_max": aux["target_q_max"],
+        "target_q_min": aux["target_q_min"],
+        "target_clip_low": aux["target_clip_low"],
+        "target_clip_high": aux["target_clip_high"],
+        "alpha_loss": alpha_loss_value,
+        "alpha": jnp.exp(log_alpha),
+    }
+    return state, reduce_metrics(metrics, axis_name)
+
+
+def _update_actor(
+    parts: _SACParts, state: SACState, batch: Transition, key: jax.Array
+) -> tuple[SACState, dict[str, Array]]:
+    config, axis_name = parts.config, parts.axis_name
+    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
+    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
+    loss_fn = functools.partial(
+        sac_actor_loss,
+        critic_params=state.critic_params,
+        log_alpha=state.log_alpha,
+        batch=batch,
+        action_noise=noise,
+        networks=parts.networks,
+        config=config,
+    )
+    state, loss, aux, grad_norm = step_member(
+        state, "actor", loss_fn, parts.actor_opt, config.max_grad_norm, axis_name
+    )
+    metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
+    return state, reduce_metrics(metrics, axis_name)

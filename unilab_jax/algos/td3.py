@@ -26,7 +26,7 @@ Deviations from the reference:
 from __future__ import annotations
 
 import functools
-import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import flax.linen as nn
@@ -44,16 +44,19 @@ from unilab_jax.algos.c51 import (
     expected_value,
     make_support,
 )
-from unilab_jax.algos.config import TD3Config
-from unilab_jax.algos.gradients import gradient_step, polyak_update, reduce_metrics, row_normal
-from unilab_jax.algos.networks import CriticEnsemble, TD3Actor
-from unilab_jax.algos.normalizer import (
-    NormalizerState,
-    init_normalizer,
-    normalize,
-    normalize_transition,
-    update_agent_normalizers,
+from unilab_jax.algos.common import (
+    bind,
+    init_noise,
+    next_noise,
+    prepare_batch,
+    step_member,
+    update_normalizers,
+    update_target,
 )
+from unilab_jax.algos.config import TD3Config
+from unilab_jax.algos.gradients import reduce_metrics, row_normal
+from unilab_jax.algos.networks import CriticEnsemble, TD3Actor
+from unilab_jax.algos.normalizer import NormalizerState, init_normalizer, normalize
 from unilab_jax.algos.symmetry import make_augment
 
 __all__ = [
@@ -189,6 +192,20 @@ def td3_actor_loss(
     return -jnp.mean(q), {}
 
 
+class _TD3Parts(NamedTuple):
+    """What the pure FastTD3 functions are built from (`make_td3`)."""
+
+    config: TD3Config
+    networks: TD3Networks
+    obs_dim: int
+    critic_dim: int
+    action_dim: int
+    actor_opt: optax.GradientTransformation
+    critic_opt: optax.GradientTransformation
+    augment: Callable[[Transition], Transition]
+    axis_name: str | None
+
+
 def make_td3(
     config: TD3Config,
     obs_dim: int,
@@ -202,140 +219,139 @@ def make_td3(
     `mirror`: the task's mirror map, used when `config.use_symmetry` (each update trains on the
     first half of its rows and their mirrors, `unilab_jax.algos.symmetry`).
     """
-    networks = make_td3_networks(config, action_dim)
-    augment = make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim)
-    actor_opt = optax.adamw(config.actor_lr, weight_decay=config.weight_decay)
-    critic_opt = optax.adamw(config.critic_lr, weight_decay=config.weight_decay)
-    critic_loss = functools.partial(td3_critic_loss, networks=networks, config=config)
-    actor_loss = functools.partial(td3_actor_loss, networks=networks, config=config)
-
-    def init(key: jax.Array) -> TD3State:
-        actor_key, critic_key = jax.random.split(key)
-        actor_params = networks.actor.init(actor_key, jnp.zeros((1, obs_dim)))
-        critic_params = networks.critic.init(
-            critic_key, jnp.zeros((1, critic_dim)), jnp.zeros((1, action_dim))
-        )
-        return TD3State(
-            actor_params=actor_params,
-            critic_params=critic_params,
-            target_critic_params=critic_params,
-            actor_opt_state=actor_opt.init(actor_params),
-            critic_opt_state=critic_opt.init(critic_params),
-            obs_normalizer=init_normalizer(obs_dim),
-            critic_normalizer=init_normalizer(critic_dim),
-        )
-
-    def sample_scales(key: jax.Array, num_envs: int) -> Array:
-        return jax.random.uniform(
-            key, (num_envs,), jnp.float32, minval=config.std_min, maxval=config.std_max
-        )
-
-    rho = config.noise_correlation
-
-    def init_explore(key: jax.Array, num_envs: int) -> TD3ExploreState:
-        noise = None
-        if rho > 0:
-            noise_key = jax.random.fold_in(key, 1)  # the scales keep the white-noise draw
-            noise = jax.random.normal(noise_key, (num_envs, action_dim), jnp.float32)
-        return TD3ExploreState(noise_scales=sample_scales(key, num_envs), noise=noise)
-
-    def act(state: TD3State, obs: Array) -> Array:
-        if config.obs_normalization:
-            obs = normalize(state.obs_normalizer, obs)
-        return networks.actor.apply(state.actor_params, obs)
-
-    def explore(
-        state: TD3State,
-        explore_state: TD3ExploreState,
-        obs: Array,
-        prev_done: Array,
-        key: jax.Array,
-    ) -> tuple[Array, TD3ExploreState]:
-        scale_key, noise_key = jax.random.split(key)
-        num_envs = obs.shape[0]
-        # Envs that just reset start their new episode with a fresh std.
-        scales = jnp.where(
-            prev_done, sample_scales(scale_key, num_envs), explore_state.noise_scales
-        )  # [N]
-        mu = act(state, obs)  # [N, A]
-        fresh = jax.random.normal(noise_key, mu.shape, mu.dtype)
-        if rho > 0:
-            # AR(1): stationary unit variance, correlation rho per step; new episodes redraw.
-            carried = rho * explore_state.noise + math.sqrt(1.0 - rho * rho) * fresh
-            fresh = jnp.where(prev_done[:, None], fresh, carried)
-        action = jnp.clip(mu + fresh * scales[:, None], -1.0, 1.0)
-        return action, TD3ExploreState(noise_scales=scales, noise=fresh if rho > 0 else None)
-
-    def prepare(state: TD3State, batch: Transition) -> Transition:
-        if not config.obs_normalization:
-            return batch
-        return normalize_transition(state.obs_normalizer, state.critic_normalizer, batch)
-
-    def update_critic(
-        state: TD3State, batch: Transition, key: jax.Array
-    ) -> tuple[TD3State, dict[str, Array]]:
-        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
-        noise = row_normal(key, batch.rewards.shape[0], action_dim, axis_name)  # [B, A]
-        loss_fn = functools.partial(
-            critic_loss,
-            target_critic_params=state.target_critic_params,
-            actor_params=state.actor_params,
-            batch=batch,
-            smoothing_noise=noise,
-        )
-        critic_params, critic_opt_state, qf_loss, aux, grad_norm = gradient_step(
-            loss_fn,
-            state.critic_params,
-            state.critic_opt_state,
-            critic_opt,
-            config.max_grad_norm,
-            axis_name,
-        )
-        state = state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state)
-        metrics = {
-            "qf_loss": qf_loss,
-            "qf_max": aux["qf_max"],
-            "qf_min": aux["qf_min"],
-            "target_clip_low": aux["target_clip_low"],
-            "target_clip_high": aux["target_clip_high"],
-            "critic_grad_norm": grad_norm,
-        }
-        return state, reduce_metrics(metrics, axis_name)
-
-    def update_actor(
-        state: TD3State, batch: Transition, key: jax.Array
-    ) -> tuple[TD3State, dict[str, Array]]:
-        del key  # the deterministic actor loss draws no noise
-        batch = prepare(state, augment(batch))  # mirror raw rows, then normalise
-        loss_fn = functools.partial(actor_loss, critic_params=state.critic_params, batch=batch)
-        actor_params, actor_opt_state, loss, _, grad_norm = gradient_step(
-            loss_fn,
-            state.actor_params,
-            state.actor_opt_state,
-            actor_opt,
-            config.max_grad_norm,
-            axis_name,
-        )
-        state = state.replace(actor_params=actor_params, actor_opt_state=actor_opt_state)
-        metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm}
-        return state, reduce_metrics(metrics, axis_name)
-
-    def update_target(state: TD3State) -> TD3State:
-        target = polyak_update(state.target_critic_params, state.critic_params, config.tau)
-        return state.replace(target_critic_params=target)
-
-    def update_normalizers(state: TD3State, obs: Array, critic: Array) -> TD3State:
-        if not config.obs_normalization:
-            return state
-        return update_agent_normalizers(state, obs, critic, axis_name)
-
-    return Agent(
-        init=init,
-        init_explore=init_explore,
-        explore=explore,
-        act=act,
-        update_critic=update_critic,
-        update_actor=update_actor,
-        update_target=update_target,
-        update_normalizers=update_normalizers,
+    parts = _TD3Parts(
+        config=config,
+        networks=make_td3_networks(config, action_dim),
+        obs_dim=obs_dim,
+        critic_dim=critic_dim,
+        action_dim=action_dim,
+        actor_opt=optax.adamw(config.actor_lr, weight_decay=config.weight_decay),
+        critic_opt=optax.adamw(config.critic_lr, weight_decay=config.weight_decay),
+        augment=make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim),
+        axis_name=axis_name,
     )
+    return Agent(
+        init=bind("init", _init, parts),
+        init_explore=bind("init_explore", _init_explore, parts),
+        explore=bind("explore", _explore, parts),
+        act=bind("act", _act, parts),
+        update_critic=bind("update_critic", _update_critic, parts),
+        update_actor=bind("update_actor", _update_actor, parts),
+        update_target=bind("update_target", update_target, tau=config.tau),
+        update_normalizers=bind(
+            "update_normalizers",
+            update_normalizers,
+            enabled=config.obs_normalization,
+            axis_name=axis_name,
+        ),
+    )
+
+
+def _init(parts: _TD3Parts, key: jax.Array) -> TD3State:
+    actor_key, critic_key = jax.random.split(key)
+    networks = parts.networks
+    actor_params = networks.actor.init(actor_key, jnp.zeros((1, parts.obs_dim)))
+    critic_params = networks.critic.init(
+        critic_key, jnp.zeros((1, parts.critic_dim)), jnp.zeros((1, parts.action_dim))
+    )
+    return TD3State(
+        actor_params=actor_params,
+        critic_params=critic_params,
+        target_critic_params=critic_params,
+        actor_opt_state=parts.actor_opt.init(actor_params),
+        critic_opt_state=parts.critic_opt.init(critic_params),
+        obs_normalizer=init_normalizer(parts.obs_dim),
+        critic_normalizer=init_normalizer(parts.critic_dim),
+    )
+
+
+def _sample_scales(config: TD3Config, key: jax.Array, num_envs: int) -> Array:
+    return jax.random.uniform(
+        key, (num_envs,), jnp.float32, minval=config.std_min, maxval=config.std_max
+    )
+
+
+def _init_explore(parts: _TD3Parts, key: jax.Array, num_envs: int) -> TD3ExploreState:
+    config = parts.config
+    return TD3ExploreState(
+        noise_scales=_sample_scales(config, key, num_envs),
+        noise=init_noise(key, config.noise_correlation, num_envs, parts.action_dim),
+    )
+
+
+def _act(parts: _TD3Parts, state: TD3State, obs: Array) -> Array:
+    if parts.config.obs_normalization:
+        obs = normalize(state.obs_normalizer, obs)
+    return parts.networks.actor.apply(state.actor_params, obs)
+
+
+def _explore(
+    parts: _TD3Parts,
+    state: TD3State,
+    explore_state: TD3ExploreState,
+    obs: Array,
+    prev_done: Array,
+    key: jax.Array,
+) -> tuple[Array, TD3ExploreState]:
+    """`clip(mu + std_env * n, -1, 1)`: envs that just reset start their new episode with a
+    fresh std; `n` a fresh draw or, with `noise_correlation`, each env's correlated draw."""
+    config = parts.config
+    scale_key, noise_key = jax.random.split(key)
+    scales = jnp.where(
+        prev_done, _sample_scales(config, scale_key, obs.shape[0]), explore_state.noise_scales
+    )  # [N]
+    mu = _act(parts, state, obs)  # [N, A]
+    fresh = jax.random.normal(noise_key, mu.shape, mu.dtype)
+    noise = next_noise(config.noise_correlation, explore_state.noise, fresh, prev_done)
+    action = jnp.clip(mu + noise * scales[:, None], -1.0, 1.0)
+    kept = noise if config.noise_correlation else None
+    return action, TD3ExploreState(noise_scales=scales, noise=kept)
+
+
+def _update_critic(
+    parts: _TD3Parts, state: TD3State, batch: Transition, key: jax.Array
+) -> tuple[TD3State, dict[str, Array]]:
+    config, axis_name = parts.config, parts.axis_name
+    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
+    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
+    loss_fn = functools.partial(
+        td3_critic_loss,
+        target_critic_params=state.target_critic_params,
+        actor_params=state.actor_params,
+        batch=batch,
+        smoothing_noise=noise,
+        networks=parts.networks,
+        config=config,
+    )
+    state, qf_loss, aux, grad_norm = step_member(
+        state, "critic", loss_fn, parts.critic_opt, config.max_grad_norm, axis_name
+    )
+    metrics = {
+        "qf_loss": qf_loss,
+        "qf_max": aux["qf_max"],
+        "qf_min": aux["qf_min"],
+        "target_clip_low": aux["target_clip_low"],
+        "target_clip_high": aux["target_clip_high"],
+        "critic_grad_norm": grad_norm,
+    }
+    return state, reduce_metrics(metrics, axis_name)
+
+
+def _update_actor(
+    parts: _TD3Parts, state: TD3State, batch: Transition, key: jax.Array
+) -> tuple[TD3State, dict[str, Array]]:
+    del key  # the deterministic actor loss draws no noise
+    config = parts.config
+    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
+    loss_fn = functools.partial(
+        td3_actor_loss,
+        critic_params=state.critic_params,
+        batch=batch,
+        networks=parts.networks,
+        config=config,
+    )
+    state, loss, _, grad_norm = step_member(
+        state, "actor", loss_fn, parts.actor_opt, config.max_grad_norm, parts.axis_name
+    )
+    metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm}
+    return state, reduce_metrics(metrics, parts.axis_name)
