@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,8 @@ __all__ = [
 ]
 
 _DEFAULTS = SACConfig()
+# The learner's keyword arguments that are SACConfig fields (betas is not one: the default).
+_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(SACConfig) if f.name != "betas")
 _LOG_2PI = math.log(2.0 * math.pi)
 Batch = Mapping[str, torch.Tensor]
 
@@ -289,35 +292,13 @@ class FastSACLearner(ObsNormalizingLearner):
         world_size: int = 1,
         mirror: MirrorMap | None = None,
     ) -> None:
+        given = locals()  # the hyperparameters are SACConfig's fields, by name (betas: default)
+        self.config = SACConfig(**{name: given[name] for name in _CONFIG_FIELDS})
+        self.config.validate()  # one line naming a setting that cannot work, before any net
         self.device = torch.device(device)
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
-        self.config = SACConfig(
-            gamma=gamma,
-            tau=tau,
-            actor_lr=actor_lr,
-            critic_lr=critic_lr,
-            alpha_lr=alpha_lr,
-            alpha_init=alpha_init,
-            target_entropy_ratio=target_entropy_ratio,
-            use_autotune=use_autotune,
-            weight_decay=weight_decay,
-            max_grad_norm=max_grad_norm,
-            actor_hidden_dim=actor_hidden_dim,
-            critic_hidden_dim=critic_hidden_dim,
-            use_layer_norm=use_layer_norm,
-            num_q_networks=num_q_networks,
-            num_atoms=num_atoms,
-            v_min=v_min,
-            v_max=v_max,
-            log_std_min=log_std_min,
-            log_std_max=log_std_max,
-            noise_correlation=noise_correlation,
-            obs_normalization=obs_normalization,
-            use_symmetry=use_symmetry,
-        )
-        self.config.validate()  # one line naming a setting that cannot work, before any net
         self.target_entropy = -action_dim * target_entropy_ratio
         self.world_size = world_size
         self.use_symmetry = use_symmetry
@@ -327,57 +308,57 @@ class FastSACLearner(ObsNormalizingLearner):
         #: ``use_symmetry``; the runner fills it in from its task when it is None.
         self.mirror = mirror
         self.update_count = 0
+        self._build_networks()
+        self._build_optimizers()
+        self._set_up_amp_and_compile(use_amp, amp_dtype, use_compile)
 
+    def _build_networks(self) -> None:
+        """Actor, critic ensemble and its target, temperature and the two normalisers."""
+        cfg, device = self.config, self.device
         self.actor = SACActor(
-            obs_dim,
-            action_dim,
-            actor_hidden_dim,
-            use_layer_norm,
-            log_std_min,
-            log_std_max,
+            self.obs_dim,
+            self.action_dim,
+            cfg.actor_hidden_dim,
+            cfg.use_layer_norm,
+            cfg.log_std_min,
+            cfg.log_std_max,
             device,
-            noise_correlation,
+            cfg.noise_correlation,
         )
         self.qnet = SACCritic(
             self.critic_obs_dim,
-            action_dim,
-            num_atoms,
-            v_min,
-            v_max,
-            critic_hidden_dim,
-            num_q_networks,
-            use_layer_norm,
+            self.action_dim,
+            cfg.num_atoms,
+            cfg.v_min,
+            cfg.v_max,
+            cfg.critic_hidden_dim,
+            cfg.num_q_networks,
+            cfg.use_layer_norm,
             device,
         )
         self.qnet_target = copy.deepcopy(self.qnet).requires_grad_(False)
         # Shape [1], as the reference stores it (the JAX state holds a scalar).
         self.log_alpha = torch.tensor(
-            [math.log(alpha_init)], dtype=torch.float32, device=self.device, requires_grad=True
+            [math.log(cfg.alpha_init)], dtype=torch.float32, device=device, requires_grad=True
         )
-        self.obs_normalizer = self._make_normalizer(obs_dim, obs_normalization)
-        self.critic_normalizer = self._make_normalizer(self.critic_obs_dim, obs_normalization)
+        self.obs_normalizer = self._make_normalizer(self.obs_dim, cfg.obs_normalization)
+        self.critic_normalizer = self._make_normalizer(self.critic_obs_dim, cfg.obs_normalization)
 
+    def _build_optimizers(self) -> None:
+        cfg = self.config
         fused = self.device.type == "cuda"
-        betas = _DEFAULTS.betas
-        self.actor_optimizer = torch.optim.AdamW(
-            self.actor.parameters(),
-            lr=actor_lr,
-            betas=betas,
-            weight_decay=weight_decay,
-            fused=fused,
-        )
-        self.q_optimizer = torch.optim.AdamW(
-            self.qnet.parameters(),
-            lr=critic_lr,
-            betas=betas,
-            weight_decay=weight_decay,
-            fused=fused,
-        )
-        # AdamW without decay is Adam, the JAX core's temperature optimiser.
-        self.alpha_optimizer = torch.optim.AdamW(
-            [self.log_alpha], lr=alpha_lr, betas=betas, weight_decay=0.0, fused=fused
-        )
 
+        def adamw(params, lr, weight_decay):
+            return torch.optim.AdamW(
+                params, lr=lr, betas=cfg.betas, weight_decay=weight_decay, fused=fused
+            )
+
+        self.actor_optimizer = adamw(self.actor.parameters(), cfg.actor_lr, cfg.weight_decay)
+        self.q_optimizer = adamw(self.qnet.parameters(), cfg.critic_lr, cfg.weight_decay)
+        # AdamW without decay is Adam, the JAX core's temperature optimiser.
+        self.alpha_optimizer = adamw([self.log_alpha], cfg.alpha_lr, 0.0)
+
+    def _set_up_amp_and_compile(self, use_amp: bool, amp_dtype: str, use_compile: bool) -> None:
         amp_device = self.device.type in ("cuda", "xpu")
         if use_amp and amp_device and amp_dtype == "fp16":
             raise NotImplementedError("FastSACLearner: fp16 AMP (GradScaler) is not implemented")

@@ -35,6 +35,7 @@ Deliberate deviations from the reference, all matching the JAX core:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,11 @@ if TYPE_CHECKING:
 __all__ = ["FastTD3Learner", "TD3Actor", "cdq_target"]
 
 _DEFAULTS = TD3Config()
+# The learner's keyword arguments that are TD3Config fields (the exploration range comes as
+# log-stds, log_std_min / log_std_max).
+_CONFIG_FIELDS = tuple(
+    f.name for f in dataclasses.fields(TD3Config) if f.name not in ("std_min", "std_max")
+)
 # The reference yaml's exploration range (log std); TD3Config holds exp() of these.
 _LOG_STD_MIN = -1.6
 _LOG_STD_MAX = -0.22
@@ -206,34 +212,17 @@ class FastTD3Learner(ObsNormalizingLearner):
         use_symmetry: bool = _DEFAULTS.use_symmetry,
         mirror: MirrorMap | None = None,
     ) -> None:
+        given = locals()  # the hyperparameters are TD3Config's fields, by name
+        values = {name: given[name] for name in _CONFIG_FIELDS}
+        self.config = TD3Config(
+            **values, std_min=math.exp(log_std_min), std_max=math.exp(log_std_max)
+        )
+        self.config.validate()  # one line naming a setting that cannot work, before any net
         self.device = torch.device(device)
         self.world_size = world_size
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
-        self.config = TD3Config(
-            gamma=gamma,
-            tau=tau,
-            actor_lr=actor_lr,
-            critic_lr=critic_lr,
-            weight_decay=weight_decay,
-            max_grad_norm=max_grad_norm,
-            actor_hidden_dim=actor_hidden_dim,
-            critic_hidden_dim=critic_hidden_dim,
-            num_atoms=num_atoms,
-            v_min=v_min,
-            v_max=v_max,
-            policy_noise=policy_noise,
-            noise_clip=noise_clip,
-            std_min=math.exp(log_std_min),
-            std_max=math.exp(log_std_max),
-            init_scale=init_scale,
-            noise_correlation=noise_correlation,
-            use_cdq=use_cdq,
-            obs_normalization=obs_normalization,
-            use_symmetry=use_symmetry,
-        )
-        self.config.validate()  # one line naming a setting that cannot work, before any net
         self.update_count = 0
         self.use_symmetry = use_symmetry
         if mirror is not None:
@@ -241,7 +230,7 @@ class FastTD3Learner(ObsNormalizingLearner):
         #: The task's mirror map (``unilab_jax.envs.load(name).mirror``), used with
         #: ``use_symmetry``; the runner fills it in from its task when it is None.
         self.mirror = mirror
-
+        cfg = self.config
         self.actor = TD3Actor(
             obs_dim,
             action_dim,
@@ -260,13 +249,12 @@ class FastTD3Learner(ObsNormalizingLearner):
         self.qnet_target = copy.deepcopy(self.qnet).requires_grad_(False)
         self.obs_normalizer = self._make_normalizer(obs_dim, obs_normalization)
         self.critic_normalizer = self._make_normalizer(self.critic_obs_dim, obs_normalization)
-
         fused = self.device.type == "cuda"
         self.actor_optimizer = torch.optim.AdamW(
-            self.actor.parameters(), lr=actor_lr, weight_decay=weight_decay, fused=fused
+            self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, fused=fused
         )
         self.q_optimizer = torch.optim.AdamW(
-            self.qnet.parameters(), lr=critic_lr, weight_decay=weight_decay, fused=fused
+            self.qnet.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, fused=fused
         )
 
     def _make_normalizer(self, dim: int, enabled: bool) -> nn.Module:
