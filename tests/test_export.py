@@ -80,7 +80,7 @@ def run_plain(fmt, path, obs):
             return module(torch.from_numpy(obs)).numpy(), json.loads(extra["metadata.json"])
     saved = torch.load(path, weights_only=True)  # plain tensors, dicts and scalars only
     assert set(saved) == {"format", "state_dict", "architecture", "metadata"}
-    assert saved["state_dict"]["mu.weight"].shape == (1, 4)  # torch's [out, in]
+    assert saved["state_dict"]["actor.fc_mu.weight"].shape == (1, 4)  # torch's [out, in]
     module, metadata = export.load_exported(path)
     assert metadata == saved["metadata"]
     return module(torch.from_numpy(obs)).numpy(), metadata
@@ -145,7 +145,10 @@ def test_td3_onnx_export_matches_the_policy(td3_run, td3_policy, tmp_path, capsy
     actions, metadata = run_plain("onnx", out, obs)
     np.testing.assert_allclose(actions, td3_policy(obs), rtol=0, atol=ATOL)
     check_metadata(metadata, td3_policy, "onnx", 4)
-    assert metadata["network"]["activation"] == "relu" and not metadata["network"]["layer_norm"]
+    # The network is the algorithm's own torch actor, the facade learner's class.
+    assert metadata["network"]["algorithm"] == "td3"
+    assert metadata["network"]["actor"]["hidden_dim"] == 16  # tests/tiny.py's TINY_SAC
+    assert metadata["policy"].startswith("The deterministic action ``tanh(mu(obs))``")
     # A batch of one and a larger batch through the same dynamic axis.
     for n in (1, 1000):
         batch = observations(td3_policy, n=n, seed=n)
@@ -266,3 +269,22 @@ def test_step_exports_an_older_checkpoint(sac_run, sac_policy, tmp_path, capsys)
     assert np.abs(actions - sac_policy(obs)).max() > 3 * ATOL  # not the newest policy
     with pytest.raises(FileNotFoundError, match=r"no checkpoint 7 under .* \(saved: 6, 12\)"):
         load_policy(sac_run, step=7)
+
+
+def test_the_export_wraps_the_algorithms_one_torch_actor(sac_policy, td3_policy, tmp_path):
+    """One torch actor per algorithm: the exported module's actor is the class the facade's
+    learner trains (``AlgoSpec.torch_actor``), and a file of the older layout is refused with
+    the fix named."""
+    from unilab.algos.torch.fast_sac import SACActor
+    from unilab.algos.torch.fast_td3.learner import FastTD3Learner, TD3Actor
+
+    assert type(export.to_torch_module(sac_policy).actor) is SACActor
+    module = export.to_torch_module(td3_policy)
+    assert type(module.actor) is TD3Actor
+    learner = FastTD3Learner(3, 1, actor_hidden_dim=16)
+    assert type(learner.actor) is TD3Actor
+    assert learner.actor.state_dict().keys() == module.actor.state_dict().keys()
+    old = tmp_path / "old.pt"
+    torch.save({"format": "unilab_jax.export/torch-v1", "state_dict": {}}, old)
+    with pytest.raises(export.ExportError, match="torch-v1 export of an earlier.*export the run"):
+        export.load_exported(old)

@@ -11,11 +11,11 @@ What the exported network computes, exactly as the JAX actor does (``unilab_jax.
 1. the observation normaliser (when the run used one, the default):
    ``x = (obs - mean) / (std + 0.01)`` with the checkpoint's running mean and ``std =
    sqrt(var)`` stored as buffers (no clipping, as in ``unilab_jax.algos.normalizer``);
-2. the actor's hidden stack, ``Linear -> [LayerNorm(eps 1e-5)] -> activation`` for each of the
-   widths ``H, H/2, H/4``: FastSAC uses LayerNorm and SiLU, FastTD3 no LayerNorm and ReLU;
-3. the deterministic head: FastSAC ``tanh(clip(mu(x), -10, 10))`` (a NaN mean becomes 0,
-   as in ``SACActor``), i.e. the tanh of the Gaussian's mean; FastTD3 ``tanh(mu(x))``, the
-   actor without exploration noise.
+2. the run's algorithm's own torch actor (``AlgoSpec.torch_actor``: ``unilab_jax.torch.actors``,
+   the class the facade's learner trains) with the checkpoint's weights, copied by the exact
+   tables of ``unilab_jax.torch.weights``, and its deterministic action: FastSAC
+   ``tanh(clip(mu(x), -10, 10))`` (a NaN mean becomes 0), the tanh of the Gaussian's mean;
+   FastTD3 ``tanh(mu(x))``, the actor without exploration noise.
 
 Input ``obs`` is ``[batch, obs_dim]`` float32, the env's raw (un-normalised) ``"obs"`` group;
 output ``action`` is ``[batch, action_dim]`` in [-1, 1], what the env's ``step`` takes. The
@@ -108,15 +108,9 @@ _REQUIRED = {
     "onnx": ("torch", "onnx", "onnxscript", "onnxruntime"),
 }
 
-# The SAC actor's mean clamp (``SACActor``: clip to +-10, NaN -> 0) and LayerNorm epsilon
-# (``networks.MLP``: torch's 1e-5).
-_SAC_MEAN_CLIP = 10.0
-_LAYER_NORM_EPS = 1e-5
-
-# Per algorithm: the hidden activation and whether the head clamps the mean (networks.py).
-_ACTORS = {"sac": ("silu", True), "td3": ("relu", False)}
-
-_TORCH_FORMAT = "unilab_jax.export/torch-v1"
+_TORCH_FORMAT = "unilab_jax.export/torch-v2"
+# v1 (before the exporter used the algorithms' own actors) held another module layout.
+_OLD_TORCH_FORMATS = ("unilab_jax.export/torch-v1",)
 _METADATA_FILE = "metadata.json"
 
 
@@ -160,55 +154,39 @@ def _module_class() -> type:
     import torch
     from torch import nn
 
+    from unilab_jax.algos.registry import get_algo
+
     class ExportedPolicy(nn.Module):
         """A unilab_jax deterministic policy: raw observations ``[..., obs_dim]`` in, actions
         ``[..., action_dim]`` in [-1, 1] out, the observation normaliser included.
 
-        ``forward``: ``x = (obs - obs_mean) / (obs_std + obs_eps)`` (when ``normalize``), the
-        hidden stack ``trunk`` (Linear -> [LayerNorm] -> SiLU / ReLU per width), the linear
-        head ``mu``, then ``tanh`` (after clamping the mean to +-10, NaN -> 0, when
-        ``clip_mean``: FastSAC's deterministic action is the tanh of its Gaussian's mean).
+        ``forward``: ``x = (obs - obs_mean) / (obs_std + obs_eps)`` (when ``normalize``), then
+        ``actor.deterministic(x)``: ``actor`` is the algorithm's torch actor
+        (``unilab_jax.torch.actors``) built with the ``actor`` settings.
         """
 
         def __init__(
             self,
+            algorithm: str,
             obs_dim: int,
             action_dim: int,
-            widths: list[int],
-            activation: str,
-            layer_norm: bool,
-            clip_mean: bool,
+            actor: dict,
             normalize: bool,
             obs_eps: float,
         ) -> None:
             super().__init__()
-            if activation not in ("silu", "relu"):
-                raise ValueError(f"activation must be 'silu' or 'relu', got {activation!r}")
-            layers: list[nn.Module] = []
-            fan_in = int(obs_dim)
-            for width in widths:
-                layers.append(nn.Linear(fan_in, int(width)))
-                if layer_norm:
-                    layers.append(nn.LayerNorm(int(width), eps=_LAYER_NORM_EPS))
-                layers.append(nn.SiLU() if activation == "silu" else nn.ReLU())
-                fan_in = int(width)
-            self.trunk = nn.Sequential(*layers)
-            self.mu = nn.Linear(fan_in, int(action_dim))
+            actor_cls = get_algo(algorithm).torch_actor_class()
+            self.actor = actor_cls(int(obs_dim), int(action_dim), **actor)
             self.register_buffer("obs_mean", torch.zeros(int(obs_dim)))
             self.register_buffer("obs_std", torch.ones(int(obs_dim)))
             self.normalize = bool(normalize)
-            self.clip_mean = bool(clip_mean)
             self.obs_eps = float(obs_eps)
-            self.mean_clip = _SAC_MEAN_CLIP
 
         def forward(self, obs: torch.Tensor) -> torch.Tensor:
             x = obs.to(self.obs_mean.dtype)
             if self.normalize:
                 x = (x - self.obs_mean) / (self.obs_std + self.obs_eps)
-            mean = self.mu(self.trunk(x))
-            if self.clip_mean:
-                mean = torch.nan_to_num(torch.clamp(mean, -self.mean_clip, self.mean_clip), nan=0.0)
-            return torch.tanh(mean)
+            return self.actor.deterministic(x)
 
     # Importable as unilab_jax.export.ExportedPolicy (the module's __getattr__), so a module
     # pickles: torch.save(module, path) / torch.load(path, weights_only=False).
@@ -226,7 +204,7 @@ def __getattr__(name: str) -> Any:
 def build_module(architecture: dict, state_dict: dict | None = None) -> Any:
     """The ``nn.Module`` described by ``architecture`` (the dict a torch-format export stores),
     in eval mode with its parameters frozen (``requires_grad`` False: an inference module), with
-    ``state_dict`` loaded (strictly) when given. Needs only torch."""
+    ``state_dict`` loaded (strictly) when given. Needs torch (and this package's actors)."""
     module = _module_class()(**architecture)
     if state_dict is not None:
         module.load_state_dict(state_dict, strict=True)
@@ -243,66 +221,36 @@ def _algo_config(policy: Any) -> Any:
 
 
 def _actor_structure(policy: Any) -> tuple[dict, dict]:
-    """``(architecture, tensors)`` of the policy's actor: the module's constructor arguments
-    and its state dict as float32 numpy arrays (flax kernels ``[in, out]`` transposed to torch's
-    ``[out, in]``), read from ``policy.state`` and checked against the policy's sizes."""
-    import numpy as np
-
+    """``(architecture, tensors)`` of the policy's export: the module's constructor arguments
+    and its state dict as float32 numpy arrays, the actor's weights and the normaliser's
+    statistics copied from ``policy.state`` by the actor's own table (``jax_rows``)."""
     from unilab_jax.algos.normalizer import NORMALIZER_EPS
+    from unilab_jax.algos.registry import UnknownAlgoError, get_algo
+    from unilab_jax.torch.weights import Row, jax_to_torch
 
-    if policy.algo not in _ACTORS:
-        raise ExportError(
-            f"cannot export a {policy.algo!r} policy: the exporter knows {', '.join(_ACTORS)}"
-        )
-    activation, clip_mean = _ACTORS[policy.algo]
-    params = policy.state.actor_params["params"]
-    trunk = params["trunk"]
-    depth = sum(1 for name in trunk if name.startswith("dense_"))
-    layer_norm = "norm_0" in trunk
-
-    def array(x: Any) -> np.ndarray:
-        return np.array(x, dtype=np.float32)
-
-    tensors: dict[str, np.ndarray] = {}
-    widths: list[int] = []
-    index = 0  # position in the torch Sequential
-    fan_in = policy.obs_dim
-    for i in range(depth):
-        kernel = array(trunk[f"dense_{i}"]["kernel"])
-        if kernel.shape[0] != fan_in:
-            raise ExportError(
-                f"actor layer dense_{i} takes {kernel.shape[0]} inputs, expected {fan_in}"
-            )
-        widths.append(int(kernel.shape[1]))
-        tensors[f"trunk.{index}.weight"] = kernel.T.copy()
-        tensors[f"trunk.{index}.bias"] = array(trunk[f"dense_{i}"]["bias"])
-        index += 1
-        if layer_norm:
-            tensors[f"trunk.{index}.weight"] = array(trunk[f"norm_{i}"]["scale"])
-            tensors[f"trunk.{index}.bias"] = array(trunk[f"norm_{i}"]["bias"])
-            index += 1
-        index += 1  # the activation has no parameters
-        fan_in = widths[-1]
-    kernel = array(params["mu"]["kernel"])
-    if kernel.shape != (fan_in, policy.action_dim):
-        raise ExportError(
-            f"actor head mu is {list(kernel.shape)}, expected {[fan_in, policy.action_dim]}"
-        )
-    tensors["mu.weight"] = kernel.T.copy()
-    tensors["mu.bias"] = array(params["mu"]["bias"])
-    normalizer = policy.state.obs_normalizer
-    tensors["obs_mean"] = array(normalizer.mean)
-    tensors["obs_std"] = np.sqrt(array(normalizer.var))
+    try:
+        actor_cls = get_algo(policy.algo).torch_actor_class()
+    except UnknownAlgoError as err:
+        raise ExportError(f"cannot export a {policy.algo!r} policy: {err}") from None
+    config = _algo_config(policy)
     architecture = {
+        "algorithm": policy.algo,
         "obs_dim": int(policy.obs_dim),
         "action_dim": int(policy.action_dim),
-        "widths": widths,
-        "activation": activation,
-        "layer_norm": bool(layer_norm),
-        "clip_mean": bool(clip_mean),
-        "normalize": bool(_algo_config(policy).obs_normalization),
+        "actor": actor_cls.settings(config),
+        "normalize": bool(config.obs_normalization),
         "obs_eps": float(NORMALIZER_EPS),
     }
+    module = build_module(architecture)
+    rows = module.actor.jax_rows("actor") + [
+        Row("obs_mean", ("obs_normalizer", "mean"), "copy"),
+        Row("obs_std", ("obs_normalizer", "var"), "sqrt"),
+    ]
+    try:
+        jax_to_torch(policy.state, rows, module)
+    except (ValueError, RuntimeError, KeyError) as err:
+        raise ExportError(f"the checkpoint's actor does not fit its config: {err}") from None
+    tensors = {name: value.numpy() for name, value in module.state_dict().items()}
     return architecture, tensors
 
 
@@ -410,10 +358,8 @@ def export_metadata(policy: Any, fmt: str, architecture: dict | None = None) -> 
     observation, action_scaling = _env_description(
         policy.env, train.get("env_overrides"), policy.obs_dim, policy.action_dim
     )
-    if policy.algo == "sac":
-        head = "tanh(clip(mu(x), -10, 10)): the tanh of the Gaussian's mean (no sampling)"
-    else:
-        head = "tanh(mu(x)): the actor without exploration noise"
+    actor_cls = get_algo(policy.algo).torch_actor_class()
+    head = " ".join((actor_cls.deterministic.__doc__ or "").split())
     metadata = {
         "format": fmt,
         "task": policy.env,
@@ -574,7 +520,13 @@ def load_exported(path: str | Path) -> tuple[Any, dict]:
         module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra)
         return module.eval(), json.loads(extra[_METADATA_FILE])
     saved = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(saved, dict) or saved.get("format") != _TORCH_FORMAT:
+    written = saved.get("format") if isinstance(saved, dict) else None
+    if written in _OLD_TORCH_FORMATS:
+        raise ExportError(
+            f"{path} is a {written} export of an earlier unilab_jax; this version reads "
+            f"{_TORCH_FORMAT}: export the run again (python -m unilab_jax.export RUN ...)"
+        )
+    if written != _TORCH_FORMAT:
         raise ExportError(f"{path} is not a unilab_jax torch export ({_TORCH_FORMAT})")
     return build_module(saved["architecture"], saved["state_dict"]), saved["metadata"]
 

@@ -44,18 +44,44 @@ class AlgoSpec:
     ``use_symmetry``); imported on first use (it pulls in flax)."""
     default_policy_frequency: int
     """Actor update when ``u % policy_frequency == 0`` unless the run sets its own."""
+    torch_actor: str
+    """``"module:class"`` of the algorithm's torch actor (``unilab_jax.torch.actors``; needs
+    torch): ``from_config(config, obs_dim, action_dim)``, ``settings(config)``,
+    ``deterministic(obs)`` and ``jax_rows(prefix)``. The facade's learner trains it and
+    ``unilab_jax.export`` exports it."""
 
     def make_agent(self, config: Any, obs_dim: int, critic_dim: int, action_dim: int, **kwargs):
         module, function = self.maker.split(":")
         make: Callable = getattr(importlib.import_module(module), function)
         return make(config, obs_dim, critic_dim, action_dim, **kwargs)
 
+    def torch_actor_class(self) -> type:
+        """The torch actor class (imports torch)."""
+        module, name = self.torch_actor.split(":")
+        return getattr(importlib.import_module(module), name)
+
 
 ALGOS: dict[str, AlgoSpec] = {
     spec.name: spec
-    for spec in (
-        AlgoSpec("sac", "FastSAC", "fast_sac", SACConfig, "unilab_jax.algos.sac:make_sac", 4),
-        AlgoSpec("td3", "FastTD3", "fast_td3", TD3Config, "unilab_jax.algos.td3:make_td3", 2),
+    for spec in (  # fmt: skip
+        AlgoSpec(
+            "sac",
+            "FastSAC",
+            "fast_sac",
+            SACConfig,
+            "unilab_jax.algos.sac:make_sac",
+            4,
+            "unilab_jax.torch.actors:SACActor",
+        ),
+        AlgoSpec(
+            "td3",
+            "FastTD3",
+            "fast_td3",
+            TD3Config,
+            "unilab_jax.algos.td3:make_td3",
+            2,
+            "unilab_jax.torch.actors:TD3Actor",
+        ),
     )
 }
 

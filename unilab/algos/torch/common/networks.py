@@ -26,6 +26,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from unilab_jax.torch.actors import hidden_layers  # the actors' and critics' layers
+
 __all__ = [
     "Critic",
     "DistributionalQNetwork",
@@ -36,34 +38,6 @@ __all__ = [
     "expected_value",
     "hidden_layers",
 ]
-
-_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "silu": nn.SiLU}
-
-
-def hidden_layers(
-    in_dim: int,
-    hidden_dim: int,
-    activation: str,
-    use_layer_norm: bool,
-    norm_slot: bool,
-    device: torch.device | str | None = None,
-) -> list[nn.Module]:
-    """The three hidden layers `H, H/2, H/4`: `Linear -> [norm] -> activation` each.
-
-    `norm_slot` keeps a position for the norm even without LayerNorm (FastSAC's layout);
-    without it the norm is left out entirely (FastTD3's layout).
-    """
-    layers: list[nn.Module] = []
-    for width in (hidden_dim, hidden_dim // 2, hidden_dim // 4):
-        layers.append(nn.Linear(in_dim, width, device=device))
-        if use_layer_norm:
-            # eps 1e-5, the torch default, which the flax modules use as well.
-            layers.append(nn.LayerNorm(width, device=device))
-        elif norm_slot:
-            layers.append(nn.Identity())
-        layers.append(_ACTIVATIONS[activation]())
-        in_dim = width
-    return layers
 
 
 def bootstrap_mask(dones: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:

@@ -52,12 +52,12 @@ from unilab.algos.torch.common.networks import (
     categorical_projection,
     clipped_target_mass,
     expected_value,
-    hidden_layers,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
 from unilab.algos.torch.common.symmetry import augmented, check_mirror
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
 from unilab_jax.algos.config import SACConfig
+from unilab_jax.torch.actors import SACActor, sample_tanh_gaussian
 
 if TYPE_CHECKING:
     from unilab_jax.envs.mirror import MirrorMap
@@ -73,137 +73,7 @@ __all__ = [
 _DEFAULTS = SACConfig()
 # The learner's keyword arguments that are SACConfig fields (betas is not one: the default).
 _CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(SACConfig) if f.name != "betas")
-_LOG_2PI = math.log(2.0 * math.pi)
 Batch = Mapping[str, torch.Tensor]
-
-
-def sample_tanh_gaussian(
-    mean: torch.Tensor,
-    log_std: torch.Tensor,
-    noise: torch.Tensor,
-    action_scale: torch.Tensor,
-    action_bias: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reparameterised tanh-Gaussian sample and its log-probability, `[B, A] -> ([B, A], [B])`.
-
-    `u = mean + exp(log_std) * noise`, `y = tanh(u)`, action `y * scale + bias`,
-    `log pi = sum_dims [log N(u) - log(1 - y^2 + 1e-6) - log(scale + 1e-6)]`. The Gaussian term
-    is written from `noise` (not from `u - mean`), as the JAX core does, and `log(scale + 1e-6)`
-    is taken in float64 so that it rounds like the JAX Python constant.
-    """
-    u = mean + torch.exp(log_std) * noise
-    y = torch.tanh(u)
-    gaussian = -0.5 * (torch.square(noise) + 2.0 * log_std + _LOG_2PI)
-    log_scale = torch.log(action_scale.to(torch.float64) + 1e-6).to(mean.dtype)
-    log_prob = gaussian - torch.log(1.0 - torch.square(y) + 1e-6) - log_scale
-    return y * action_scale + action_bias, torch.sum(log_prob, dim=-1)
-
-
-class SACActor(nn.Module):
-    """Tanh-Gaussian policy: `(Linear -> LayerNorm|Identity -> SiLU) x 3`, zero-init heads."""
-
-    def __init__(
-        self,
-        n_obs: int,
-        n_act: int,
-        hidden_dim: int = _DEFAULTS.actor_hidden_dim,
-        use_layer_norm: bool = _DEFAULTS.use_layer_norm,
-        log_std_min: float = _DEFAULTS.log_std_min,
-        log_std_max: float = _DEFAULTS.log_std_max,
-        device: torch.device | str | None = None,
-        noise_correlation: float = _DEFAULTS.noise_correlation,
-    ) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            *hidden_layers(n_obs, hidden_dim, "silu", use_layer_norm, norm_slot=True, device=device)
-        )
-        self.fc_mu = nn.Linear(hidden_dim // 4, n_act, device=device)
-        self.fc_logstd = nn.Linear(hidden_dim // 4, n_act, device=device)
-        # Zero heads: the first policy is mean 0 with log_std at the middle of its range.
-        for head in (self.fc_mu, self.fc_logstd):
-            nn.init.zeros_(head.weight)
-            nn.init.zeros_(head.bias)
-        self.log_std_min = log_std_min
-        self.log_std_max = log_std_max
-        #: Step-to-step correlation of the exploration draw (``SACConfig.noise_correlation``)
-        #: and each env's current draw `[num_envs, A]` (None until drawn; not a weight).
-        self.noise_correlation = noise_correlation
-        self.noise: torch.Tensor | None = None
-        self.register_buffer("action_scale", torch.ones(n_act, device=device))
-        self.register_buffer("action_bias", torch.zeros(n_act, device=device))
-
-    def mean_and_log_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Pre-squash `(mean, log_std)`, each `[B, A]`, with the reference's NaN guards."""
-        x = self.net(obs)
-        half_range = 0.5 * (self.log_std_max - self.log_std_min)
-        log_std = self.log_std_min + half_range * (torch.tanh(self.fc_logstd(x)) + 1.0)
-        mean = torch.nan_to_num(self.fc_mu(x).clamp(-10.0, 10.0), nan=0.0)
-        log_std = torch.nan_to_num(log_std, nan=self.log_std_min)
-        return mean, log_std
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`(tanh(mean) * scale + bias, mean, log_std)`."""
-        mean, log_std = self.mean_and_log_std(obs)
-        return torch.tanh(mean) * self.action_scale + self.action_bias, mean, log_std
-
-    def get_actions_and_log_probs(
-        self, obs: torch.Tensor, noise: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Reparameterised `(actions [B, A], log_probs [B], log_std [B, A])`.
-
-        `noise` (standard normal `[B, A]`) replaces the internal draw when given.
-        """
-        mean, log_std = self.mean_and_log_std(obs)
-        if noise is None:
-            noise = torch.randn_like(mean)
-        actions, log_probs = sample_tanh_gaussian(
-            mean, log_std, noise, self.action_scale, self.action_bias
-        )
-        return actions, log_probs, log_std
-
-    @torch.no_grad()
-    def explore(
-        self,
-        obs: torch.Tensor,
-        dones: torch.Tensor | bool | None = None,
-        deterministic: bool = False,
-    ) -> torch.Tensor:
-        """A tanh-Gaussian sample (or `tanh(mean)` when deterministic).
-
-        With `noise_correlation` rho > 0 the standard normal draw is an AR(1) process per env,
-        `n <- rho * n + sqrt(1 - rho^2) * N(0, 1)`, redrawn where `dones > 0`; otherwise
-        `dones` is ignored (the reference). As in the reference, a bool passed as the second
-        argument means `deterministic`.
-        """
-        if isinstance(dones, bool):
-            deterministic, dones = dones, None
-        if deterministic:
-            return self(obs)[0]
-        rho = self.noise_correlation
-        if rho == 0:
-            return self.get_actions_and_log_probs(obs)[0]
-        mean, log_std = self.mean_and_log_std(obs)
-        noise = torch.randn_like(mean)
-        if self.noise is None or self.noise.shape != noise.shape:
-            self.noise = torch.randn_like(mean)
-        carried = rho * self.noise + math.sqrt(1.0 - rho * rho) * noise
-        if dones is not None:
-            carried = torch.where(dones.reshape(-1, 1).to(obs.device) > 0, noise, carried)
-        self.noise = carried
-        return sample_tanh_gaussian(mean, log_std, carried, self.action_scale, self.action_bias)[0]
-
-    def as_export_module(self) -> nn.Module:
-        """A single-input, single-output module (obs -> deterministic action) for ONNX."""
-        return _DeterministicPolicy(self)
-
-
-class _DeterministicPolicy(nn.Module):
-    def __init__(self, actor: SACActor) -> None:
-        super().__init__()
-        self.actor = actor
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.actor(obs)[0]
 
 
 class SACCritic(nn.Module):

@@ -49,12 +49,12 @@ from unilab.algos.torch.common.networks import (
     categorical_projection,
     clipped_target_mass,
     expected_value,
-    hidden_layers,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
 from unilab.algos.torch.common.symmetry import augmented, check_mirror
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
 from unilab_jax.algos.config import TD3Config
+from unilab_jax.torch.actors import TD3_LOG_STD_MAX, TD3_LOG_STD_MIN, TD3Actor
 
 if TYPE_CHECKING:
     from unilab_jax.envs.mirror import MirrorMap
@@ -67,99 +67,7 @@ _DEFAULTS = TD3Config()
 _CONFIG_FIELDS = tuple(
     f.name for f in dataclasses.fields(TD3Config) if f.name not in ("std_min", "std_max")
 )
-# The reference yaml's exploration range (log std); TD3Config holds exp() of these.
-_LOG_STD_MIN = -1.6
-_LOG_STD_MAX = -0.22
-# Reference actor buffers that older checkpoints carry; they are state, not weights, here.
-_LEGACY_ACTOR_KEYS = ("noise_scales", "log_std_min", "log_std_max", "std_min", "std_max")
 Batch = Mapping[str, torch.Tensor]
-
-
-class TD3Actor(nn.Module):
-    """Deterministic policy `(Linear -> ReLU) x 3 -> Linear -> tanh` with per-env exploration."""
-
-    def __init__(
-        self,
-        n_obs: int,
-        n_act: int,
-        num_envs: int = 1,
-        init_scale: float = _DEFAULTS.init_scale,
-        hidden_dim: int = _DEFAULTS.actor_hidden_dim,
-        log_std_min: float = _LOG_STD_MIN,
-        log_std_max: float = _LOG_STD_MAX,
-        device: torch.device | str | None = None,
-        noise_correlation: float = _DEFAULTS.noise_correlation,
-    ) -> None:
-        super().__init__()
-        layers = hidden_layers(n_obs, hidden_dim, "relu", False, norm_slot=False, device=device)
-        self.net = nn.Sequential(*layers)
-        self.fc_mu = nn.Sequential(nn.Linear(hidden_dim // 4, n_act, device=device), nn.Tanh())
-        nn.init.normal_(self.fc_mu[0].weight, 0.0, init_scale)
-        nn.init.zeros_(self.fc_mu[0].bias)
-        self.std_min = math.exp(log_std_min)
-        self.std_max = math.exp(log_std_max)
-        # A plain attribute (not a buffer): exploration state, kept out of `state_dict`.
-        self.noise_scales = self.sample_noise_scales(num_envs, device)
-        #: Step-to-step correlation of the exploration noise (``TD3Config.noise_correlation``)
-        #: and each env's current unit-variance noise `[num_envs, A]` (None until drawn).
-        self.noise_correlation = noise_correlation
-        self.noise: torch.Tensor | None = None
-        self.register_load_state_dict_pre_hook(_drop_legacy_actor_keys)
-
-    def sample_noise_scales(
-        self, num_envs: int, device: torch.device | str | None = None
-    ) -> torch.Tensor:
-        """Per-env std `[num_envs, 1]`, uniform in `[std_min, std_max]`."""
-        u = torch.rand(num_envs, 1, device=device)
-        return u * (self.std_max - self.std_min) + self.std_min
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """The deterministic action `tanh(mu(obs))`: `[B, A]` in [-1, 1]."""
-        return self.fc_mu(self.net(obs))
-
-    @torch.no_grad()
-    def explore(
-        self,
-        obs: torch.Tensor,
-        dones: torch.Tensor | bool | None = None,
-        deterministic: bool = False,
-    ) -> torch.Tensor:
-        """`clip(mu(obs) + n * scale_env, -1, 1)`; envs with `dones > 0` get a new scale.
-
-        `n` is a fresh `N(0, 1)` draw, or with `noise_correlation` rho > 0 an AR(1) process
-        `n <- rho * n + sqrt(1 - rho^2) * N(0, 1)` per env, redrawn where `dones > 0`.
-        A bool passed as the second argument means `deterministic`, as in the reference.
-        """
-        if isinstance(dones, bool):
-            deterministic, dones = dones, None
-        action = self(obs)
-        if deterministic:
-            return action
-        num_envs = obs.shape[0]
-        if self.noise_scales.shape[0] != num_envs or self.noise_scales.device != obs.device:
-            self.noise_scales = self.sample_noise_scales(num_envs, obs.device)
-        done = None if dones is None else dones.reshape(-1, 1).to(obs.device) > 0
-        if done is not None:
-            fresh = self.sample_noise_scales(num_envs, obs.device)
-            self.noise_scales = torch.where(done, fresh, self.noise_scales)
-        noise = torch.randn_like(action)
-        rho = self.noise_correlation
-        if rho > 0:
-            if self.noise is None or self.noise.shape != action.shape:
-                self.noise = torch.randn_like(action)
-            carried = rho * self.noise + math.sqrt(1.0 - rho * rho) * noise
-            noise = carried if done is None else torch.where(done, noise, carried)
-            self.noise = noise
-        return torch.clamp(action + noise * self.noise_scales, -1.0, 1.0)
-
-
-def _drop_legacy_actor_keys(
-    module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
-) -> None:
-    """Load-time hook: reference checkpoints keep exploration buffers; never load them."""
-    del module, args
-    for key in _LEGACY_ACTOR_KEYS:
-        state_dict.pop(prefix + key, None)
 
 
 def cdq_target(projected: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -202,8 +110,8 @@ class FastTD3Learner(ObsNormalizingLearner):
         v_max: float = _DEFAULTS.v_max,
         policy_noise: float = _DEFAULTS.policy_noise,
         noise_clip: float = _DEFAULTS.noise_clip,
-        log_std_min: float = _LOG_STD_MIN,
-        log_std_max: float = _LOG_STD_MAX,
+        log_std_min: float = TD3_LOG_STD_MIN,
+        log_std_max: float = TD3_LOG_STD_MAX,
         init_scale: float = _DEFAULTS.init_scale,
         noise_correlation: float = _DEFAULTS.noise_correlation,
         use_cdq: bool = _DEFAULTS.use_cdq,
