@@ -12,6 +12,7 @@ from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 import unilab_jax
 from unilab_jax import export
+from unilab_jax.cli import export as export_cli
 from unilab_jax.policy import load_policy
 from unilab_jax.trainer import train
 
@@ -109,7 +110,7 @@ def printed_difference(out: str) -> float:
 
 
 def test_help_documents_every_option():
-    parser = export.build_parser()
+    parser = export_cli.build_parser()
     text = parser.format_help()
     for flag in ("--format", "--out", "--step", "--samples", "torch", "torchscript", "onnx"):
         assert flag in text, flag
@@ -124,7 +125,7 @@ def test_sac_exports_load_with_the_plain_library_and_match_the_policy(
     fmt, sac_run, sac_policy, tmp_path, capsys
 ):
     out = tmp_path / f"policy.{fmt}"
-    assert export.main([str(sac_run), "--format", fmt, "--out", str(out)]) == 0
+    assert export_cli.main([str(sac_run), "--format", fmt, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out} ({fmt}," in printed and "normaliser included" in printed
     assert printed_difference(printed) <= ATOL
@@ -139,7 +140,7 @@ def test_sac_exports_load_with_the_plain_library_and_match_the_policy(
 
 def test_td3_onnx_export_matches_the_policy(td3_run, td3_policy, tmp_path, capsys):
     out = tmp_path / "nested" / "td3.onnx"
-    assert export.main([str(td3_run), "--format", "onnx", "--out", str(out)]) == 0
+    assert export_cli.main([str(td3_run), "--format", "onnx", "--out", str(out)]) == 0
     assert printed_difference(capsys.readouterr().out) <= ATOL
     obs = observations(td3_policy)
     actions, metadata = run_plain("onnx", out, obs)
@@ -225,7 +226,7 @@ def test_export_policy_checks_before_the_file_is_in_place(sac_policy, tmp_path, 
 
 def test_unknown_format_is_a_clear_error(sac_policy, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        export.main([str(tmp_path), "--format", "tflite", "--out", str(tmp_path / "p")])
+        export_cli.main([str(tmp_path), "--format", "tflite", "--out", str(tmp_path / "p")])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "argument --format: invalid choice: 'tflite'" in err
@@ -238,10 +239,10 @@ def test_unknown_format_is_a_clear_error(sac_policy, tmp_path, capsys):
 def test_a_run_without_checkpoints_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "run").mkdir()
     out = tmp_path / "p.onnx"
-    assert export.main([str(tmp_path / "run"), "--format", "onnx", "--out", str(out)]) == 2
+    assert export_cli.main([str(tmp_path / "run"), "--format", "onnx", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no checkpoint under") and "Traceback" not in err
-    assert export.main([str(tmp_path / "missing"), "--format", "torch", "--out", str(out)]) == 2
+    assert export_cli.main([str(tmp_path / "missing"), "--format", "torch", "--out", str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not out.exists()
 
@@ -250,7 +251,7 @@ def test_a_missing_package_names_the_extra(tmp_path, monkeypatch, capsys):
     # None in sys.modules is how Python marks a module unimportable (import raises).
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     out = tmp_path / "p.onnx"
-    assert export.main([str(tmp_path), "--format", "onnx", "--out", str(out)]) == 2
+    assert export_cli.main([str(tmp_path), "--format", "onnx", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--format onnx needs onnxruntime" in err
     assert "pip install 'unilab-jax[export]'" in err
@@ -259,7 +260,9 @@ def test_a_missing_package_names_the_extra(tmp_path, monkeypatch, capsys):
 
 def test_step_exports_an_older_checkpoint(sac_run, sac_policy, tmp_path, capsys):
     out = tmp_path / "policy6.pt"
-    assert export.main([str(sac_run), "--format", "torch", "--out", str(out), "--step", "6"]) == 0
+    assert (
+        export_cli.main([str(sac_run), "--format", "torch", "--out", str(out), "--step", "6"]) == 0
+    )
     assert "at iteration 6" in capsys.readouterr().out
     older = load_policy(sac_run, step=6)
     obs = observations(older)

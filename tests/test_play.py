@@ -7,6 +7,7 @@ import pytest
 from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 from unilab_jax import play
+from unilab_jax.cli import play as play_cli
 from unilab_jax.trainer import train
 
 # tests/tiny.py's run with a checkpoint at iteration 4: its compiled programs come from the
@@ -39,7 +40,7 @@ def test_play_renders_the_policy_into_an_mp4_and_logs_it_to_wandb(tmp_path, gl_b
     train(TINY, TINY_SAC, log_dir=tmp_path / "run", logger="wandb", quiet=True)
     video = tmp_path / "out.mp4"
     argv = [str(tmp_path / "run"), "--video", str(video), "--steps", "5"]
-    assert play.main([*argv, "--width", "64", "--height", "48", "--episodes", "2"]) == 0
+    assert play_cli.main([*argv, "--width", "64", "--height", "48", "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     # Episodes are 5 steps long (the run's override): 2 episodes, 5 frames each.
     assert "episode 1 return" in out and "episode 2 return" in out
@@ -56,7 +57,7 @@ def test_play_renders_the_policy_into_an_mp4_and_logs_it_to_wandb(tmp_path, gl_b
     record = json.loads((tmp_path / "run" / "wandb_run.json").read_text())
     assert record["mode"] == "offline" and record["id"]
     argv = [str(tmp_path / "run" / "checkpoints" / "4"), "--wandb", "--steps", "5"]
-    assert play.main([*argv, "--width", "64", "--height", "48"]) == 0
+    assert play_cli.main([*argv, "--width", "64", "--height", "48"]) == 0
     out = capsys.readouterr().out
     kept = tmp_path / "run" / "videos" / "iteration_4.mp4"
     assert f"video: {kept} (5 frames" in out and f"to run {record['id']}" in out
@@ -66,14 +67,14 @@ def test_play_renders_the_policy_into_an_mp4_and_logs_it_to_wandb(tmp_path, gl_b
 
 
 def test_play_wandb_needs_a_run_that_logged_to_wandb(tmp_path, capsys):
-    assert play.main([str(tmp_path), "--wandb"]) == 2
+    assert play_cli.main([str(tmp_path), "--wandb"]) == 2
     assert "no wandb_run.json" in capsys.readouterr().err
 
 
 def test_play_rejects_bad_video_arguments(tmp_path, capsys):
-    assert play.main([str(tmp_path), "--video", str(tmp_path / "a.mp4"), "--width", "63"]) == 2
+    assert play_cli.main([str(tmp_path), "--video", str(tmp_path / "a.mp4"), "--width", "63"]) == 2
     assert "must be even" in capsys.readouterr().err
-    assert play.main([str(tmp_path), "--video", str(tmp_path / "a.gif")]) == 2
+    assert play_cli.main([str(tmp_path), "--video", str(tmp_path / "a.gif")]) == 2
     assert "--video must end in .mp4" in capsys.readouterr().err
 
 
@@ -89,7 +90,7 @@ def test_a_mujoco_gl_that_cannot_render_exits_2_saying_why(
 ):
     pytest.importorskip("imageio_ffmpeg", reason=f"needs imageio-ffmpeg: {play.VIDEO_EXTRA}")
     monkeypatch.setenv("MUJOCO_GL", value)
-    assert play.main([str(tmp_path), "--video", str(tmp_path / "a.mp4")]) == 2
+    assert play_cli.main([str(tmp_path), "--video", str(tmp_path / "a.mp4")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(
         f"error: MuJoCo cannot render offscreen with MUJOCO_GL={value}"

@@ -15,8 +15,9 @@ from rich.console import Console
 pytest.importorskip("matplotlib", reason="needs the plot extra (matplotlib)")
 import matplotlib.image  # noqa: E402
 
+from unilab_jax.cli.plot import main  # noqa: E402
 from unilab_jax.logging import OffPolicyLogger, use_console  # noqa: E402
-from unilab_jax.plot import load_curves, main, plot_runs, run_label  # noqa: E402
+from unilab_jax.plot import load_curves, plot_runs, run_label  # noqa: E402
 
 STEPS_PER_ITER = 1024
 
@@ -185,7 +186,7 @@ def test_missing_matplotlib_names_the_extra(runs, tmp_path):
     sac, _ = runs
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"  # makes `import matplotlib` fail
-        "from unilab_jax.plot import main\n"
+        "from unilab_jax.cli.plot import main\n"
         f"sys.exit(main([{str(sac)!r}, '--out', {str(tmp_path / 'x.png')!r}]))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

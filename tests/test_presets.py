@@ -91,7 +91,7 @@ def test_every_preset_is_a_valid_configuration(key, algo):
 
 
 def cli_configs(*argv: str):
-    from unilab_jax.train import _configs_from_args, build_parser
+    from unilab_jax.cli.train import _configs_from_args, build_parser
 
     return _configs_from_args(build_parser().parse_args(list(argv)))
 

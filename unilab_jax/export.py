@@ -57,13 +57,11 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib.util
 import json
 import logging
 import os
-import sys
 import warnings
 import zipfile
 from pathlib import Path
@@ -80,12 +78,12 @@ __all__ = [
     "export_metadata",
     "export_policy",
     "load_exported",
-    "main",
     "missing_dependencies",
     "run_exported",
     "sample_observations",
     "to_torch_module",
     "verify_export",
+    "write_checked",
 ]
 
 FORMATS = ("torch", "torchscript", "onnx")
@@ -211,15 +209,6 @@ def build_module(architecture: dict, state_dict: dict | None = None) -> Any:
     return module.requires_grad_(False).eval()
 
 
-def _algo_config(policy: Any) -> Any:
-    """The run's algorithm config (``SACConfig`` / ``TD3Config``), defaults filled in."""
-    from unilab_jax.algos.config import settings_from_json
-    from unilab_jax.algos.registry import get_algo
-
-    settings = settings_from_json(dict(policy.config.get("algo") or {}))
-    return get_algo(policy.algo).config_cls(**settings)
-
-
 def _actor_structure(policy: Any) -> tuple[dict, dict]:
     """``(architecture, tensors)`` of the policy's export: the module's constructor arguments
     and its state dict as float32 numpy arrays, the actor's weights and the normaliser's
@@ -232,7 +221,7 @@ def _actor_structure(policy: Any) -> tuple[dict, dict]:
         actor_cls = get_algo(policy.algo).torch_actor_class()
     except UnknownAlgoError as err:
         raise ExportError(f"cannot export a {policy.algo!r} policy: {err}") from None
-    config = _algo_config(policy)
+    config = policy.algo_config
     architecture = {
         "algorithm": policy.algo,
         "obs_dim": int(policy.obs_dim),
@@ -406,11 +395,12 @@ def export_policy(policy: Any, fmt: str, out: str | Path, samples: int = 256) ->
     ``samples`` random observations against the JAX policy (``verify_export``), and only then
     renamed to ``out``. Any failure (a miss of the tolerance, an exporter error, an interrupt)
     deletes the temporary file and leaves ``out`` as it was, an earlier file included."""
-    return _write_checked(policy, fmt, out, samples)[0]
+    return write_checked(policy, fmt, out, samples)[0]
 
 
-def _write_checked(policy: Any, fmt: str, out: str | Path, samples: int) -> tuple[Path, float]:
-    """``export_policy``, also returning the largest difference the check measured."""
+def write_checked(policy: Any, fmt: str, out: str | Path, samples: int) -> tuple[Path, float]:
+    """``export_policy``, also returning the largest difference the check measured (what
+    ``python -m unilab_jax.export`` prints)."""
     _check_format(fmt)
     _require(fmt)
     out = Path(out)
@@ -610,96 +600,7 @@ def verify_export(
     return diff
 
 
-# ------------------------------------------------------------------------- CLI
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m unilab_jax.export",
-        allow_abbrev=False,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Export a training run's deterministic policy (observation normaliser\n"
-        "included, actions in [-1, 1]) as a PyTorch module, TorchScript or ONNX, then\n"
-        "load the file back and check it against the JAX policy on random observations.",
-        epilog="loading the result:\n"
-        "  torch:        module, metadata = unilab_jax.export.load_exported(FILE)\n"
-        "  torchscript:  extra = {'metadata.json': ''}\n"
-        "                module = torch.jit.load(FILE, _extra_files=extra)\n"
-        "  onnx:         onnxruntime.InferenceSession(FILE).run(['action'], {'obs': obs})\n"
-        "\n"
-        f"needs: {EXPORT_EXTRA}",
-    )
-    parser.add_argument("run", help="a run's log dir, its checkpoints/ folder or one checkpoint")
-    parser.add_argument(
-        "--format",
-        required=True,
-        choices=FORMATS,
-        help="torch: torch.save of the state dict, architecture and metadata (load with "
-        "unilab_jax.export.load_exported); torchscript: torch.jit.script archive with "
-        "metadata.json (torch.jit.load, no unilab_jax needed); onnx: ONNX model, input 'obs' "
-        "[batch, obs_dim], output 'action', metadata in metadata_props (onnxruntime)",
-    )
-    parser.add_argument(
-        "--out", required=True, type=Path, help="the file to write (parent folders are created)"
-    )
-    parser.add_argument(
-        "--step", type=int, default=None, help="checkpoint iteration to export (default: newest)"
-    )
-    parser.add_argument(
-        "--samples",
-        type=int,
-        default=256,
-        help="random observations the written file is checked on against the JAX policy (256)",
-    )
-    return parser
+if __name__ == "__main__":  # python -m unilab_jax.export starts the program, unilab_jax.cli.export
+    import runpy
 
-
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.samples < 1:
-        return _error(f"--samples must be >= 1, got {args.samples}")
-    missing = missing_dependencies(args.format)
-    if missing:
-        return _error(f"--format {args.format} needs {', '.join(missing)}: {EXPORT_EXTRA}")
-    if not Path(args.run).exists():
-        return _error(
-            f"{args.run} does not exist: pass a run's log dir, its checkpoints/ "
-            "folder or one checkpoint's folder"
-        )
-    if args.out.is_dir():
-        return _error(f"--out {args.out} is a directory; name the file to write")
-
-    from unilab_jax.checkpoint import CheckpointError
-    from unilab_jax.envs import UnknownEnvError
-    from unilab_jax.policy import load_policy
-
-    try:
-        policy = load_policy(args.run, args.step)
-    except (FileNotFoundError, CheckpointError, UnknownEnvError, ValueError) as err:
-        return _error(str(err))
-    try:
-        path, diff = _write_checked(policy, args.format, args.out, args.samples)
-    except ExportVerificationError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    except ExportError as err:
-        return _error(str(err))
-    normalizes = _algo_config(policy).obs_normalization
-    normaliser = "normaliser included" if normalizes else "no normaliser (trained without one)"
-    print(
-        f"wrote {path} ({args.format}, {path.stat().st_size} bytes): {policy.algo} policy of "
-        f"{policy.env} at iteration {policy.iteration}, obs [batch, {policy.obs_dim}] -> action "
-        f"[batch, {policy.action_dim}] in [-1, 1], {normaliser}"
-    )
-    print(
-        f"checked: max |exported - JAX policy| = {diff:.3g} over {args.samples} random "
-        f"observations (tolerance {TOLERANCE:g})"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    runpy.run_module("unilab_jax.cli.export", run_name="__main__")

@@ -42,7 +42,6 @@ built from MJCF, whose ``sys.mj_model`` is set).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import importlib
@@ -51,8 +50,7 @@ import json
 import os
 import subprocess
 import sys
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +62,6 @@ __all__ = [
     "RenderError",
     "Rollout",
     "choose_gl_backend",
-    "main",
     "probe_gl_backend",
     "render_source",
     "rollout",
@@ -189,7 +186,7 @@ def no_backend_message(failures: dict[str, str]) -> str:
     return f"no OpenGL backend renders offscreen here (MUJOCO_GL tried: {tried}); {_INSTALL_HINT}"
 
 
-def _use_backend(backend: str) -> None:
+def use_gl_backend(backend: str) -> None:
     """Make ``mujoco.Renderer`` create its GL context with ``backend`` in this process."""
     if "mujoco" not in sys.modules:
         os.environ["MUJOCO_GL"] = backend  # read when mujoco is imported
@@ -327,7 +324,7 @@ def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) 
 
 
 # ------------------------------------------------------------------------- video
-def _imageio():
+def imageio_module():
     """``imageio.v2`` with its ffmpeg binary, or RenderError naming the extra."""
     try:
         import imageio.v2 as imageio
@@ -381,7 +378,7 @@ def write_video(
     import mujoco
     from mujoco.rendering.classic.renderer import Renderer  # raises what mujoco.Renderer hides
 
-    imageio = _imageio()
+    imageio = imageio_module()
     if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
         model = copy.deepcopy(model)  # a larger offscreen buffer, on a copy of the task's model
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
@@ -413,48 +410,6 @@ def write_video(
         with contextlib.suppress(Exception):
             renderer.close()
     return frames
-
-
-# ------------------------------------------------------------------------- CLI
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m unilab_jax.play",
-        allow_abbrev=False,
-        description="Play a training run's deterministic policy; print each episode's return "
-        "and, with --video, render it offscreen with MuJoCo into an mp4.",
-    )
-    parser.add_argument("run", help="a run's log dir, its checkpoints/ folder or one checkpoint")
-    parser.add_argument("--video", type=Path, default=None, help="write an mp4 here")
-    parser.add_argument("--episodes", type=int, default=1, help="episodes to play (1)")
-    parser.add_argument(
-        "--steps", type=int, default=None, help="control steps per episode (the episode length)"
-    )
-    parser.add_argument("--width", type=int, default=640, help="frame width (640)")
-    parser.add_argument("--height", type=int, default=480, help="frame height (480)")
-    parser.add_argument(
-        "--camera",
-        default=None,
-        help="camera name or index, -1 for the free camera (the model's first camera, else -1)",
-    )
-    parser.add_argument(
-        "--fps", type=float, default=None, help="frames per second (the task's control rate)"
-    )
-    parser.add_argument("--step", type=int, default=None, help="checkpoint iteration (newest)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the initial states (0)")
-    parser.add_argument(
-        "--physics",
-        choices=("mjx", "mujoco"),
-        default=None,
-        help="physics of the rollout: mjx or mujoco (C MuJoCo; our tasks) (default: the run's)",
-    )
-    parser.add_argument(
-        "--wandb",
-        action="store_true",
-        help="also log the video and the mean return into the run's own wandb run (a run "
-        "trained with --logger wandb records it in RUN/wandb_run.json); the video goes to "
-        "RUN/videos/iteration_<N>.mp4 unless --video is given",
-    )
-    return parser
 
 
 def find_wandb_run(run: str | Path) -> tuple[Path, dict]:
@@ -497,123 +452,7 @@ def log_to_wandb(record: dict, run_dir: Path, video: Path, iteration: int, retur
         run.finish()
 
 
-def _check_args(args: argparse.Namespace) -> str | None:
-    if args.episodes < 1:
-        return f"--episodes must be >= 1, got {args.episodes}"
-    if args.steps is not None and args.steps < 1:
-        return f"--steps must be >= 1, got {args.steps}"
-    if args.fps is not None and not args.fps > 0:
-        return f"--fps must be > 0, got {args.fps}"
-    if args.wandb:
-        if importlib.util.find_spec("wandb") is None:
-            return "--wandb needs wandb: pip install 'unilab-jax[wandb]'"
-        try:
-            find_wandb_run(args.run)
-        except FileNotFoundError as err:
-            return str(err)
-    if args.video is not None:
-        if args.width < 2 or args.height < 2 or args.width % 2 or args.height % 2:
-            return (
-                f"--width and --height must be even and >= 2 for H.264 (yuv420p), got "
-                f"{args.width}x{args.height}"
-            )
-        if args.video.suffix.lower() not in VIDEO_SUFFIXES:
-            return f"--video must end in {', '.join(VIDEO_SUFFIXES)}, got {args.video}"
-    return None
+if __name__ == "__main__":  # python -m unilab_jax.play starts the program, unilab_jax.cli.play
+    import runpy
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(None if argv is None else list(argv))
-    problem = _check_args(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    backend = None
-    wandb_dir, wandb_record = find_wandb_run(args.run) if args.wandb else (None, None)
-    video = args.video is not None or args.wandb
-    if video:
-        # Before any rollout: fail in seconds when the video cannot be made.
-        try:
-            _imageio()
-        except RenderError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        backend, failures = choose_gl_backend()
-        if backend is None:
-            print(f"error: {no_backend_message(failures)}", file=sys.stderr)
-            return 2
-        try:
-            _use_backend(backend)  # before anything below imports mujoco
-        except RenderError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-
-    from unilab_jax.checkpoint import CheckpointError
-    from unilab_jax.envs import UnknownEnvError, load
-    from unilab_jax.policy import load_policy
-
-    try:
-        policy = load_policy(args.run, args.step)
-        env = load(policy.env, config_override=policy.config["train"].get("env_overrides"))
-        source = render_source(env)
-        camera = resolve_camera(source.model, args.camera) if video else -1
-    except (FileNotFoundError, CheckpointError, UnknownEnvError, ValueError, RenderError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    steps = args.steps or env.episode_length
-    if args.wandb and args.video is None:
-        args.video = wandb_dir / "videos" / f"iteration_{policy.iteration}.mp4"
-    physics = args.physics or policy.config.get("train", {}).get("physics", "mjx")
-    if physics == "mujoco" and getattr(env, "task", None) is None:
-        print(f"error: {policy.env} is a JAX environment and runs on MJX only", file=sys.stderr)
-        return 2
-    if physics == "mujoco":
-        result = rollout_mujoco(policy, env, args.episodes, steps, args.seed)
-    else:
-        result = rollout(policy, env, source, args.episodes, steps, args.seed)
-    for e in range(args.episodes):
-        print(
-            f"{policy.env} ({policy.algo}, iteration {policy.iteration}): episode {e + 1} "
-            f"return {result.returns[e]:.3f} over {result.lengths[e]} steps"
-        )
-    if args.episodes > 1:
-        print(f"mean return {float(np.mean(result.returns)):.3f} over {args.episodes} episodes")
-    if args.video is None:
-        return 0
-    fps = args.fps or 1.0 / source.control_dt
-    args.video.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # glfw/PyOpenGL notices; failures raise
-            frames = write_video(
-                args.video,
-                source.model,
-                result,
-                width=args.width,
-                height=args.height,
-                camera=camera,
-                fps=fps,
-            )
-    except RenderError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except Exception as err:  # a GL context that fails in this process
-        print(
-            f"error: rendering with MUJOCO_GL={backend} failed: {type(err).__name__}: {err}",
-            file=sys.stderr,
-        )
-        return 2
-    camera_name = "free" if camera == -1 else str(camera)
-    print(
-        f"video: {args.video} ({frames} frames, {args.width}x{args.height} at {fps:g} fps, "
-        f"camera {camera_name}, MUJOCO_GL={backend})"
-    )
-    if args.wandb:
-        where = log_to_wandb(wandb_record, wandb_dir, args.video, policy.iteration, result.returns)
-        print(f"wandb: logged video/policy and video/mean_return to run {wandb_record['id']} "
-              f"({where})")  # fmt: skip
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    runpy.run_module("unilab_jax.cli.play", run_name="__main__")

@@ -72,6 +72,15 @@ class Policy:
     def __post_init__(self) -> None:
         self._act = jax.jit(self.agent.act)
 
+    @property
+    def algo_config(self) -> Any:
+        """The run's algorithm config (``SACConfig`` / ``TD3Config``), defaults filled in."""
+        from unilab_jax.algos.config import settings_from_json
+        from unilab_jax.algos.registry import get_algo
+
+        settings = settings_from_json(dict((self.config or {}).get("algo") or {}))
+        return get_algo(self.algo).config_cls(**settings)
+
     def precision(self):
         """The run's matmul precision (``TrainConfig.matmul_precision``; full float32 unless
         the run opted out) as a context: the policy is traced under it, as in training."""
