@@ -27,7 +27,6 @@ __all__ = [
     "PHYSICS",
     "ConfigError",
     "TrainConfig",
-    "field_docs",
     "with_host_devices",
 ]
 
@@ -287,28 +286,6 @@ class TrainConfig:
                 f"divisible by the {processes} processes; each process contributes the same "
                 "number of devices"
             )
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring written under each field of a dataclass (a string literal after the field),
-    so the CLI's ``--help`` is written once, next to the field."""
-    import ast
-    import inspect
-    import textwrap
-
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for prev, node in zip(body, body[1:], strict=False):
-        if (
-            isinstance(prev, ast.AnnAssign)
-            and isinstance(prev.target, ast.Name)
-            and isinstance(node, ast.Expr)
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-        ):
-            docs[prev.target.id] = " ".join(node.value.value.split())
-    return docs
 
 
 def with_host_devices(xla_flags: str, n: int) -> str:

@@ -1,4 +1,5 @@
-"""``python -m unilab_jax.train``: train FastSAC or FastTD3 on a registered task.
+"""``python -m unilab_jax.train``: train an algorithm of the registry (FastSAC, FastTD3) on a
+registered task.
 
 Every option is generated from the documented fields of ``TrainConfig`` and of the chosen
 algorithm's config (``SACConfig`` / ``TD3Config``), so ``--help`` documents them all. Bad
@@ -29,14 +30,13 @@ import os
 import shlex
 import signal
 import sys
-import types
-import typing
 from pathlib import Path
 
 from unilab_jax.algos.config import settings_from_json
 from unilab_jax.algos.registry import ALGOS, get_algo
+from unilab_jax.cli.options import add_dataclass_options, flag
 from unilab_jax.cluster import detected_cluster
-from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, field_docs, with_host_devices
+from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, with_host_devices
 from unilab_jax.distributed import (
     LAUNCH_FIELDS,
     broadcast_int,
@@ -56,74 +56,15 @@ __all__ = ["main", "build_parser"]
 _HIDDEN_TRAIN_FIELDS = {"env_overrides"}
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _arg_type(annotation) -> type:
-    """The scalar type of a (possibly optional) field annotation."""
-    if isinstance(annotation, str):
-        annotation = eval(annotation, {"__builtins__": __builtins__})  # noqa: S307 (our own dataclasses)
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        annotation = args[0]
-    return annotation
-
-
-def _defaults(cls) -> dict:
-    return {f.name: f.default for f in dataclasses.fields(cls)}
-
-
-def _add_dataclass_options(group, cls, skip=(), seen=None, others=()) -> list[str]:
-    """Add one ``--option`` per documented field of ``cls``; returns the field names added.
-
-    ``others`` are further ``(label, dataclass)`` pairs sharing some field names (TD3Config
-    next to SACConfig): a shared option shows every default that differs."""
-    docs = field_docs(cls)
-    other_defaults = [(label, _defaults(other)) for label, other in others]
-    added = []
-    for f in dataclasses.fields(cls):
-        if f.name in skip or (seen is not None and f.name in seen):
-            continue
-        typ = _arg_type(f.type)
-        if typ not in (bool, int, float, str):
-            continue
-        default = f"{f.default}"
-        for label, defaults in other_defaults:
-            if f.name in defaults and defaults[f.name] != f.default:
-                default += f"; {label}: {defaults[f.name]}"
-        text = f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%")
-        if typ is bool:  # --use-cdq / --no-use-cdq
-            group.add_argument(
-                _flag(f.name),
-                dest=f.name,
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=text,
-            )
-        else:
-            group.add_argument(
-                _flag(f.name),
-                dest=f.name,
-                type=typ,
-                default=argparse.SUPPRESS,
-                metavar=typ.__name__.upper(),
-                help=text,
-            )
-        added.append(f.name)
-        if seen is not None:
-            seen.add(f.name)
-    return added
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m unilab_jax.train",
         description=(
-            "Train FastSAC or FastTD3 on an MJX task with the fused, jitted, data-parallel "
-            "JAX loop. Algorithm settings apply to the chosen --algo; defaults are the "
-            "reference's (UniLab's torch off-policy runner). A task may suggest its C51 support "
-            "(--v-min/--v-max) for its reward scale; explicit values win."
+            f"Train {' or '.join(spec.display_name for spec in ALGOS.values())} on an MJX task "
+            "with the fused, jitted, data-parallel JAX loop. Algorithm settings apply to the "
+            "chosen --algo; defaults are the reference's (UniLab's torch off-policy runner). A "
+            "task may suggest its C51 support (--v-min/--v-max) for its reward scale; explicit "
+            "values win."
         ),
     )
     run = parser.add_argument_group("run")
@@ -183,8 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no console output (summary JSON only)")
     run.add_argument("--list-envs", action="store_true", help="print the registered tasks and exit")
     loop = parser.add_argument_group("loop (TrainConfig)")
-    train_fields = _add_dataclass_options(loop, TrainConfig, skip=_HIDDEN_TRAIN_FIELDS)
+    train_fields = add_dataclass_options(loop, TrainConfig, skip=_HIDDEN_TRAIN_FIELDS)
     parser.set_defaults(_train_fields=train_fields)
+    (algo,) = [action for action in parser._actions if action.dest == "algo"]
+    names = ", ".join(f"{spec.name} ({spec.display_name})" for spec in ALGOS.values())
+    algo.help = f"the algorithm, one of {names} (default: {TrainConfig.algo})"
     # The first algorithm's options carry the shared ones; each other one adds its own.
     seen: set[str] = set()
     first, *rest = ALGOS.values()
@@ -192,13 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"algorithm settings for --algo {first.name} ({first.config_cls.__name__})"
     )
     others = [(spec.name, spec.config_cls) for spec in rest]
-    _add_dataclass_options(group, first.config_cls, seen=seen, others=others)
+    add_dataclass_options(group, first.config_cls, seen=seen, others=others)
     for spec in rest:
         group = parser.add_argument_group(
             f"algorithm settings for --algo {spec.name} only ({spec.config_cls.__name__}); "
             "the shared ones are above"
         )
-        _add_dataclass_options(group, spec.config_cls, seen=seen)
+        add_dataclass_options(group, spec.config_cls, seen=seen)
     return parser
 
 
@@ -226,7 +170,7 @@ def _configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict, str
     wrong = sorted(given - algo_fields)
     if wrong:
         raise ConfigError(
-            f"option(s) {', '.join(_flag(w) for w in wrong)} do not apply to --algo {config.algo}"
+            f"option(s) {', '.join(flag(w) for w in wrong)} do not apply to --algo {config.algo}"
         )
     # The saved algorithm settings belong to the saved algorithm only.
     saved_algo = saved_algo if saved_train.get("algo", config.algo) == config.algo else {}
