@@ -291,3 +291,14 @@ def test_the_export_wraps_the_algorithms_one_torch_actor(sac_policy, td3_policy,
     torch.save({"format": "unilab_jax.export/torch-v1", "state_dict": {}}, old)
     with pytest.raises(export.ExportError, match="torch-v1 export of an earlier.*export the run"):
         export.load_exported(old)
+
+
+def test_a_robots_joint_targets_are_recorded_as_an_affine_clip():
+    """Go1's ``ctrl_from_action`` (joint position targets around the default pose) is what
+    the metadata's ``affine_clipped`` formula says, at the default pose and at the bounds."""
+    _, scaling = export._env_description("Go1JoystickFlat", None, 48, 12)
+    assert scaling["kind"] == "affine_clipped" and scaling["action_scale"] == 0.3
+    bias, lo, hi = (np.array(scaling[k]) for k in ("action_bias", "ctrl_min", "ctrl_max"))
+    assert bias.shape == lo.shape == hi.shape == (12,)
+    assert np.all(lo < bias) and np.all(bias < hi)
+    np.testing.assert_allclose(bias[:3], [0.0, 0.9, -1.8], atol=1e-6)  # hip, thigh, calf

@@ -261,10 +261,6 @@ def _env_description(
 ) -> tuple[dict, dict]:
     """``(observation layout, action scaling)``: what the network's input is, and how the env
     turns the policy's action in [-1, 1] into actuator controls."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
     from unilab_jax.envs.adapters import ADAPTER_PREFIXES
     from unilab_jax.envs.base import Task
     from unilab_jax.envs.registry import make_task
@@ -303,9 +299,20 @@ def _env_description(
     # actions; otherwise the metadata names the method.
     where = f"{cls.__module__}.{cls.__qualname__}.ctrl_from_action"
     described = {"kind": "task_specific", "description": f"{in_range}; then {where}"}
+    return observation, _affine_scaling(task, action_dim, in_range, where) or described
+
+
+def _affine_scaling(task: Any, action_dim: int, in_range: str, where: str) -> dict | None:
+    """``ctrl = clip(action_bias + action_scale * action, ctrl_min, ctrl_max)`` with the
+    task's ``config.action_scale``, when its ``ctrl_from_action`` computes exactly that at 18
+    probe actions; None otherwise."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
     scale = getattr(task.config, "action_scale", None)
     if not isinstance(scale, int | float) or isinstance(scale, bool):
-        return observation, described
+        return None
     task_state = task.init_task_state(jax.random.PRNGKey(0))
 
     def ctrl(action: np.ndarray) -> np.ndarray:
@@ -319,12 +326,12 @@ def _env_description(
     if bias.shape != (action_dim,) or not all(
         np.allclose(ctrl(a), np.clip(bias + scale * a, lo, hi), atol=1e-5) for a in probes
     ):
-        return observation, described
+        return None
 
     def floats(x: np.ndarray) -> list[float]:  # float32 values, written shortest
         return [float(str(np.float32(v))) for v in x]
 
-    return observation, {
+    return {
         "kind": "affine_clipped",
         "action_scale": float(scale),
         "action_bias": floats(bias),

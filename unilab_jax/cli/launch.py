@@ -188,25 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, "-m", "unilab_jax.train", *train_args,
                        "--num-processes", str(n), "--process-id", str(i),
                        "--coordinator-address", address]  # fmt: skip
-            if i == 0:
-                out, path = None, None
-            else:
-                path = logs / f"process{i}.log"
-                out = open(path, "wb")  # noqa: SIM115 (closed when the child is started)
-            try:
-                children.append(
-                    subprocess.Popen(
-                        command,
-                        env=_child_env(os.environ, i, args, prefix),
-                        stdout=out,
-                        stderr=subprocess.STDOUT if out else None,
-                        start_new_session=True,  # a terminal's Ctrl+C reaches the launcher only
-                        preexec_fn=_die_with_parent,
-                    )
-                )
-            finally:
-                if out is not None:
-                    out.close()
+            path = None if i == 0 else logs / f"process{i}.log"
+            children.append(_start(command, _child_env(os.environ, i, args, prefix), path))
             log_paths.append(path)
         pids = ", ".join(f"{i}: pid {c.pid}" for i, c in enumerate(children))
         print(
@@ -225,6 +208,23 @@ def main(argv: list[str] | None = None) -> int:
     if code == 0 or forwarded:
         shutil.rmtree(logs, ignore_errors=True)
     return code
+
+
+def _start(command: list[str], env: dict, log: Path | None) -> subprocess.Popen:
+    """One process of the run: its output streamed (``log`` None, process 0) or into ``log``."""
+    out = None if log is None else open(log, "wb")  # noqa: SIM115 (closed once started)
+    try:
+        return subprocess.Popen(
+            command,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            start_new_session=True,  # a terminal's Ctrl+C reaches the launcher only
+            preexec_fn=_die_with_parent,
+        )
+    finally:
+        if out is not None:
+            out.close()
 
 
 def _die_with_parent() -> None:

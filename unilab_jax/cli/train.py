@@ -67,7 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
             "values win."
         ),
     )
-    run = parser.add_argument_group("run")
+    _add_run_options(parser.add_argument_group("run"))
+    _add_config_options(parser)
+    return parser
+
+
+def _add_run_options(run: argparse._ArgumentGroup) -> None:
+    """The options of the run itself (not settings of what it trains)."""
     run.add_argument(
         "--logger",
         choices=LOGGERS,
@@ -123,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--quiet", action="store_true", help="no console output (summary JSON only)")
     run.add_argument("--list-envs", action="store_true", help="print the registered tasks and exit")
+
+
+def _add_config_options(parser: argparse.ArgumentParser) -> None:
+    """One option per documented field of ``TrainConfig`` and of every algorithm's config."""
     loop = parser.add_argument_group("loop (TrainConfig)")
     train_fields = add_dataclass_options(loop, TrainConfig, skip=_HIDDEN_TRAIN_FIELDS)
     parser.set_defaults(_train_fields=train_fields)
@@ -143,7 +153,6 @@ def build_parser() -> argparse.ArgumentParser:
             "the shared ones are above"
         )
         add_dataclass_options(group, spec.config_cls, seen=seen)
-    return parser
 
 
 def _fields(cls) -> set[str]:
