@@ -350,16 +350,7 @@ class CheckpointWriter:
                 for item, arrays in items.items():
                     checkpointer.save(tmp / item, arrays)
                 checkpointer.wait_until_finished()
-            meta = {
-                "format": FORMAT,
-                "iteration": int(iteration),
-                "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "versions": _versions(),
-                "config": self.metadata,
-                "items": _describe(items),
-                "files": _file_checksums(tmp),
-            }
-            _write_json(tmp / META_FILE, meta)
+            _write_json(tmp / META_FILE, self._meta(iteration, _describe(items), tmp))
             if final.exists():  # a rewrite of the same iteration (e.g. a resumed run's end)
                 _delete(final)
             os.replace(tmp, final)
@@ -369,7 +360,9 @@ class CheckpointWriter:
         self._drop_old()
         return final
 
-    def _meta(self, iteration: int, items: dict, described: dict, tmp: Path) -> dict:
+    def _meta(self, iteration: int, described: dict, tmp: Path) -> dict:
+        """``meta.json``: ``described`` (every array's shape, dtype and CRC-32) and every file
+        written under ``tmp``."""
         return {
             "format": FORMAT,
             "iteration": int(iteration),
@@ -407,7 +400,7 @@ class CheckpointWriter:
         error = None
         if primary:
             try:
-                _write_json(tmp / META_FILE, self._meta(iteration, items, described, tmp))
+                _write_json(tmp / META_FILE, self._meta(iteration, described, tmp))
                 if final.exists():
                     _delete(final)
                 os.replace(tmp, final)
