@@ -95,7 +95,38 @@ def sample_tanh_gaussian(
     return y * action_scale + action_bias, torch.sum(log_prob, dim=-1)
 
 
-class SACActor(nn.Module):
+class _Actor(nn.Module):
+    """What both actors share: building from a config and the correlated noise's update
+    (``noise_correlation`` and ``noise`` are each actor's attributes; no class annotations:
+    TorchScript would read them)."""
+
+    @classmethod
+    def from_config(
+        cls, config: Any, obs_dim: int, action_dim: int, device: Any = None, **kwargs: Any
+    ) -> Any:
+        """The actor of a run with ``config`` (its algorithm's config); ``kwargs``: further
+        constructor arguments (TD3: ``num_envs``)."""
+        return cls(obs_dim, action_dim, **cls.settings(config), device=device, **kwargs)
+
+    @staticmethod
+    def settings(config: Any) -> dict[str, Any]:
+        """The constructor's settings that ``config`` fixes (plain scalars)."""
+        raise NotImplementedError
+
+    def _next_noise(self, fresh: torch.Tensor, done: torch.Tensor | None) -> torch.Tensor:
+        """The AR(1) step of each env's unit-variance noise, ``n <- rho * n + sqrt(1 - rho^2)
+        * fresh``, restarted at ``fresh`` where ``done`` (``[N, 1]`` bool) is set."""
+        if self.noise is None or self.noise.shape != fresh.shape:
+            self.noise = torch.randn_like(fresh)
+        rho = self.noise_correlation
+        carried = rho * self.noise + math.sqrt(1.0 - rho * rho) * fresh
+        if done is not None:
+            carried = torch.where(done, fresh, carried)
+        self.noise = carried
+        return carried
+
+
+class SACActor(_Actor):
     """Tanh-Gaussian policy: `(Linear -> LayerNorm|Identity -> SiLU) x 3`, zero-init heads."""
 
     def __init__(
@@ -176,25 +207,12 @@ class SACActor(nn.Module):
             deterministic, dones = dones, None
         if deterministic:
             return self(obs)[0]
-        rho = self.noise_correlation
-        if rho == 0:
+        if self.noise_correlation == 0:
             return self.get_actions_and_log_probs(obs)[0]
         mean, log_std = self.mean_and_log_std(obs)
-        noise = torch.randn_like(mean)
-        if self.noise is None or self.noise.shape != noise.shape:
-            self.noise = torch.randn_like(mean)
-        carried = rho * self.noise + math.sqrt(1.0 - rho * rho) * noise
-        if dones is not None:
-            carried = torch.where(dones.reshape(-1, 1).to(obs.device) > 0, noise, carried)
-        self.noise = carried
-        return sample_tanh_gaussian(mean, log_std, carried, self.action_scale, self.action_bias)[0]
-
-    @classmethod
-    def from_config(
-        cls, config: SACConfig, obs_dim: int, action_dim: int, device: Any = None, **kwargs: Any
-    ) -> SACActor:
-        """The actor of a run with ``config`` (an ``SACConfig``)."""
-        return cls(obs_dim, action_dim, **cls.settings(config), device=device, **kwargs)
+        done = None if dones is None else dones.reshape(-1, 1).to(obs.device) > 0
+        noise = self._next_noise(torch.randn_like(mean), done)
+        return sample_tanh_gaussian(mean, log_std, noise, self.action_scale, self.action_bias)[0]
 
     @staticmethod
     def settings(config: SACConfig) -> dict[str, Any]:
@@ -220,7 +238,7 @@ class SACActor(nn.Module):
         return rows + linear_rows(f"{prefix}.fc_logstd", (*root, "log_std"))
 
 
-class TD3Actor(nn.Module):
+class TD3Actor(_Actor):
     """Deterministic policy `(Linear -> ReLU) x 3 -> Linear -> tanh` with per-env exploration."""
 
     def __init__(
@@ -288,21 +306,9 @@ class TD3Actor(nn.Module):
             fresh = self.sample_noise_scales(num_envs, obs.device)
             self.noise_scales = torch.where(done, fresh, self.noise_scales)
         noise = torch.randn_like(action)
-        rho = self.noise_correlation
-        if rho > 0:
-            if self.noise is None or self.noise.shape != action.shape:
-                self.noise = torch.randn_like(action)
-            carried = rho * self.noise + math.sqrt(1.0 - rho * rho) * noise
-            noise = carried if done is None else torch.where(done, noise, carried)
-            self.noise = noise
+        if self.noise_correlation > 0:
+            noise = self._next_noise(noise, done)
         return torch.clamp(action + noise * self.noise_scales, -1.0, 1.0)
-
-    @classmethod
-    def from_config(
-        cls, config: TD3Config, obs_dim: int, action_dim: int, device: Any = None, **kwargs: Any
-    ) -> TD3Actor:
-        """The actor of a run with ``config`` (a ``TD3Config``); ``kwargs``: ``num_envs``."""
-        return cls(obs_dim, action_dim, **cls.settings(config), device=device, **kwargs)
 
     @staticmethod
     def settings(config: TD3Config) -> dict[str, Any]:
