@@ -58,59 +58,53 @@ def _start(args, devices: int, env=None, **kw) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _kill_run(tmp: Path, config_file: Path) -> dict:
-    """The launcher on the tiny run; SIGKILL process 1 once the run has started."""
+def _launch(tmp: Path, config_file: Path, name: str, extra: list[str], when, act):
+    """The launcher on the tiny run into ``tmp/name`` (``extra``: more train options); once
+    process 1's pid is known, ``act(pid of process 1, pid of the launcher)`` runs at the first
+    output line ``when(line)`` accepts. Returns ``(exit code, output, seconds from the act to
+    the launcher's end or None)``."""
     launcher = _start(
         ["-m", "unilab_jax.launch", "--nproc", "2", "--", "--config", str(config_file),
-         "--max-iterations", "100000", "--log-dir", str(tmp / "K"), "--logger", "none"],
+         "--max-iterations", "100000", *extra, "--log-dir", str(tmp / name), "--logger", "none"],
         devices=1, stderr=subprocess.STDOUT, env={"TMPDIR": str(tmp)},  # its logs of process 1
     )  # fmt: skip
     guard = threading.Timer(TIMEOUT, launcher.kill)  # never hang the suite
     guard.start()
     lines: list[str] = []
-    child = killed_at = None
+    child = acted_at = None
     for line in launcher.stdout:
         lines.append(line)
         if child is None and (found := re.search(r"1: pid (\d+)", line)):
             child = int(found.group(1))
-        # Once the run is up (both processes connected, settings compared), before compiling.
-        if child and killed_at is None and line.startswith("FastSAC on "):
-            os.kill(child, signal.SIGKILL)
-            killed_at = time.monotonic()
+        if child and acted_at is None and when(line):
+            act(child, launcher.pid)
+            acted_at = time.monotonic()
     launcher.wait()
     ended = time.monotonic()
     guard.cancel()
-    return {
-        "rc": launcher.returncode,
-        "after_kill_sec": None if killed_at is None else ended - killed_at,
-        "output": "".join(lines),
-    }
+    return launcher.returncode, "".join(lines), None if acted_at is None else ended - acted_at
+
+
+def _kill_run(tmp: Path, config_file: Path) -> dict:
+    """SIGKILL process 1 once the run is up (both processes connected, settings compared),
+    before compiling."""
+    rc, output, after = _launch(
+        tmp, config_file, "K", [], lambda line: line.startswith("FastSAC on "),
+        lambda child, launcher: os.kill(child, signal.SIGKILL),
+    )  # fmt: skip
+    return {"rc": rc, "after_kill_sec": after, "output": output}
 
 
 def _sigterm_run(tmp: Path, config_file: Path, name: str) -> tuple[int, str, str]:
-    """The launcher on the tiny run (checkpoints only when stopped); SIGTERM once process 0
-    has reported a block: to process 1 alone (``T1``, a scheduler signalling one task) or to
-    the launcher (``TL``, which forwards it)."""
-    launcher = _start(
-        ["-m", "unilab_jax.launch", "--nproc", "2", "--", "--config", str(config_file),
-         "--max-iterations", "100000", "--save-interval", "100000", "--log-dir",
-         str(tmp / name), "--logger", "none"],
-        devices=1, stderr=subprocess.STDOUT, env={"TMPDIR": str(tmp)},
+    """Checkpoints only when stopped; SIGTERM once process 0 has reported a block: to process
+    1 alone (``T1``, a scheduler signalling one task) or to the launcher (``TL``, which
+    forwards it)."""
+    rc, output, _ = _launch(
+        tmp, config_file, name, ["--save-interval", "100000"],
+        lambda line: line.startswith("it "),
+        lambda child, launcher: os.kill(child if name == "T1" else launcher, signal.SIGTERM),
     )  # fmt: skip
-    guard = threading.Timer(TIMEOUT, launcher.kill)
-    guard.start()
-    lines: list[str] = []
-    child, sent = None, False
-    for line in launcher.stdout:
-        lines.append(line)
-        if child is None and (found := re.search(r"1: pid (\d+)", line)):
-            child = int(found.group(1))
-        if child and not sent and line.startswith("it "):
-            os.kill(child if name == "T1" else launcher.pid, signal.SIGTERM)
-            sent = True
-    launcher.wait()
-    guard.cancel()
-    return launcher.returncode, "".join(lines), ""
+    return rc, output, ""
 
 
 @pytest.fixture(scope="module")
