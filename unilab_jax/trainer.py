@@ -5,8 +5,9 @@ compiled step for one ``TrainConfig``: the fused MJX step (``loop``), or with
 ``physics="mujoco"`` C MuJoCo collection feeding a chunk step (``collect``); either way a block
 step ``state -> (state, metrics)`` of the same layout. ``train`` runs it: the host touches the
 device once per ``log_interval`` iterations, turns that block's reduced metrics into a record
-and hands the record to its sinks (``unilab_jax.sinks``: checkpoints, the console panel with
-TensorBoard/wandb, a user callback). The host loop itself prints and writes nothing.
+(``unilab_jax.records``) and hands the record to its sinks (``unilab_jax.sinks``: checkpoints,
+the console panel with TensorBoard/wandb, a user callback). The host loop itself prints and
+writes nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from unilab_jax.loop import (
     make_train_step,
     state_specs,
 )
+from unilab_jax.records import block_record, check_finite, run_info, run_summary
 from unilab_jax.resume import checkpoint_folder, restore_run
 from unilab_jax.rundir import claim_log_dir
 from unilab_jax.sinks import (
@@ -55,7 +57,6 @@ from unilab_jax.sinks import (
     HealthSink,
     LoggerSink,
     PlainLineSink,
-    RunInfo,
     Sink,
 )
 
@@ -447,7 +448,7 @@ def _train(
     state = initial_state if initial_state is not None else trainer.init_state()
     if config.eval_envs > 0 and int(state.iteration) < config.max_iterations:
         trainer.precompile_evaluator(state, config.eval_envs)  # beside the step's compile
-    run = _run_info(trainer, config, log_dir, int(state.iteration), settings)
+    run = run_info(trainer, config, log_dir, int(state.iteration), settings)
     start = time.perf_counter()
     try:
         with stop:
@@ -462,7 +463,7 @@ def _train(
             if not history and config.eval_envs > 0 and int(state.iteration) > 0:
                 # Nothing left to train (a resumed, finished run): still report its policy.
                 final_eval = stop.wait(trainer.evaluate, state, config.eval_envs, config.seed + 1)
-        summary = _summary(config, state, history, compile_time, wall, final_eval)
+        summary = run_summary(config, state, history, compile_time, wall, final_eval)
         for sink in sinks:
             sink.finish(summary)
     finally:
@@ -484,7 +485,7 @@ def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_
         _status(sinks, f"{signal_name(signum)}: saving a checkpoint at iteration {done}...")
         checkpoint = saver.save_final(done, state)
         saved = f"saved checkpoint {checkpoint}"
-    summary = _summary(config, state, history, compile_time, wall, None)
+    summary = run_summary(config, state, history, compile_time, wall, None)
     summary.update(status=f"interrupted ({signal_name(signum)})", last_checkpoint=checkpoint)
     raise run_stopped(signum, done, checkpoint, summary, saved)
 
@@ -520,25 +521,6 @@ def run_config(config: TrainConfig, algo_config: Any) -> dict:
         return json.loads(json.dumps(dataclasses.asdict(value), default=str))
 
     return {"train": jsonable(config), "algo": jsonable(algo_config)}
-
-
-def _run_info(
-    trainer: Trainer, config: TrainConfig, log_dir: Path | None, done: int, run_config: dict
-) -> RunInfo:
-    return RunInfo(
-        algo_name=get_algo(config.algo).display_name,
-        env_name=config.env,
-        num_envs=config.num_envs,
-        obs_dim=trainer.obs_dim,
-        action_dim=trainer.env.action_size,
-        max_iterations=config.max_iterations,
-        env_steps_per_sync=config.env_steps_per_sync,
-        train_start_rows=config.train_start_rows,
-        num_devices=config.num_devices,
-        log_dir=str(log_dir or ""),
-        start_iteration=done,
-        config=run_config,
-    )
 
 
 def _compile(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop) -> float:
@@ -604,9 +586,9 @@ def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks,
             _status(sinks, f"{signal_name(stop.requested)} received: stopping after this block "
                     "(send it again to stop at once)")  # fmt: skip
         elapsed = time.perf_counter() - t0
-        _check_finite(metrics, done, config.num_envs)
+        check_finite(metrics, done, config.num_envs)
         done += n
-        record = _record(metrics, done, rows_per_iter, elapsed / n)
+        record = block_record(metrics, done, rows_per_iter, elapsed / n)
         record["elapsed_sec"] = time.perf_counter() - start
         for sink in sinks:
             record.update(sink.block(record, state) or {})
@@ -625,46 +607,6 @@ def _collective(fn, *args):
         raise distributed.lost_process(err) from err
 
 
-def _summary(
-    config: TrainConfig,
-    state: TrainState,
-    history: list[dict],
-    compile_time: float,
-    wall: float,
-    final_eval: float | None,
-) -> dict:
-    """The run summary: the reference's ``last_run_summary`` keys plus ours. Wall-clock
-    ``training_wall_time_sec`` excludes the evaluations (``eval_time_sec``)."""
-    done = int(state.iteration)
-    evals = [h for h in history if h.get("eval_return") is not None]
-    eval_time = sum(h["eval_sec"] for h in evals)
-    best = max(evals, key=lambda h: h["eval_return"], default=None)
-    if evals and evals[-1]["iteration"] == done:
-        final_eval = evals[-1]["eval_return"]
-    returns = [h["mean_return"] for h in history if h["mean_return"] is not None]
-    lengths = [h["mean_length"] for h in history if h["mean_length"] is not None]
-    checkpoints = [h["checkpoint"] for h in history if h.get("checkpoint")]
-    warnings = [text for h in history for text in h.get("warnings", ())]
-    return {
-        "status": "completed",
-        "completed_iterations": done,
-        "total_env_steps": done * config.num_envs * config.env_steps_per_sync,
-        "final_mean_reward": returns[-1] if returns else None,
-        "best_mean_reward": max(returns) if returns else None,
-        "mean_episode_length": lengths[-1] if lengths else None,
-        "eval_mean_return": final_eval,
-        "best_eval_return": best["eval_return"] if best else None,
-        "best_eval_iteration": best["iteration"] if best else None,
-        "best_eval_env_steps": best["env_steps"] if best else None,
-        "best_eval_elapsed_sec": best["elapsed_sec"] if best else None,
-        "eval_time_sec": eval_time,
-        "last_checkpoint": checkpoints[-1] if checkpoints else None,
-        "warnings": warnings,
-        "compile_time_sec": compile_time,
-        "training_wall_time_sec": wall - eval_time,
-    }
-
-
 # Fields the host loop reads per run; everything else shapes the compiled step.
 _HOST_FIELDS = ("max_iterations", "save_interval", "log_interval", "eval_envs", "eval_interval")
 
@@ -680,58 +622,4 @@ def _check_same_build(config: TrainConfig, built: TrainConfig) -> None:
         raise ConfigError(
             "the trainer was built for a different configuration; only "
             f"{', '.join(_HOST_FIELDS)} may differ (build a new Trainer otherwise)"
-        )
-
-
-def _mean_or_none(total: float, count: float) -> float | None:
-    return float(total / count) if count > 0 else None
-
-
-def _record(metrics: dict, iteration: int, rows_per_iter: int, sec_per_iter: float) -> dict:
-    episodes = float(np.sum(metrics["episodes"]))
-    learning = np.asarray(metrics["learning"])
-    learner = (
-        {k: float(np.mean(np.asarray(v)[learning])) for k, v in metrics["learner"].items()}
-        if learning.any()
-        else {}
-    )
-    return {
-        "iteration": iteration,
-        "env_steps": iteration * rows_per_iter,
-        "episodes": episodes,
-        "mean_return": _mean_or_none(float(np.sum(metrics["return_sum"])), episodes),
-        "mean_length": _mean_or_none(float(np.sum(metrics["length_sum"])), episodes),
-        "timeout_rate": _mean_or_none(float(np.sum(metrics["truncated"])), episodes),
-        "terminated_rate": _mean_or_none(float(np.sum(metrics["terminated"])), episodes),
-        "learning": bool(learning[-1]),
-        "buffer_rows": int(np.asarray(metrics["buffer_rows"])[-1]),
-        "learner": learner,
-        "components": {k: float(np.mean(v)) for k, v in metrics["components"].items()},
-        "sec_per_iter": sec_per_iter,
-        **_collection_fields(metrics),
-    }
-
-
-def _collection_fields(metrics: dict) -> dict:
-    """C MuJoCo collection's own fields: the largest policy lag of the block (iterations the
-    acting actor was behind the learner's; 0 with the sync schedule) and the collector's
-    seconds per iteration."""
-    if "policy_lag" not in metrics:
-        return {}
-    return {
-        "policy_lag": int(np.max(metrics["policy_lag"])),
-        "collect_sec_per_iter": float(np.mean(metrics["collect_sec"])),
-    }
-
-
-def _check_finite(metrics: dict, first_iteration: int, num_envs: int) -> None:
-    """Raise ``EnvNaNError`` naming the env and iteration of the first non-finite step."""
-    nan_env = np.asarray(metrics["nan_env"])  # [iterations]; num_envs when all were finite
-    bad = np.nonzero(nan_env < num_envs)[0]
-    if len(bad):
-        i = int(bad[0])
-        raise EnvNaNError(
-            f"environment {int(nan_env[i])} produced a non-finite observation or reward at "
-            f"iteration {first_iteration + i + 1}; check the task's physics settings (timestep, "
-            "damping, actuator gains) or its observation/reward code for that state"
         )
