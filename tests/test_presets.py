@@ -108,12 +108,7 @@ def test_the_cli_applies_the_preset_and_the_options_given_win(tmp_path, monkeypa
         "0.9",
     )
     assert (config.num_envs, config.batch_size, config.updates_per_step) == (64, 512, 8)
-    assert algo == {
-        "gamma": 0.9,
-        "actor_hidden_dim": 256,
-        "critic_hidden_dim": 256,
-        "noise_correlation": 0.95,
-    }
+    assert algo == {"gamma": 0.9, "actor_hidden_dim": 256, "critic_hidden_dim": 256}  # sac
     assert line.startswith("preset dm_control/cpu: ") and "batch_size=512" in line
     assert "num_envs" not in line and "gamma" not in line  # given: not the preset's
     # --preset none: the bare defaults; no preset for a task of no family.

@@ -111,12 +111,15 @@ _DMC_CPU_TRAIN = dict(
     log_interval=25,
     save_interval=1000,
 )
-# Exploration noise correlated over time (AR(1), rho 0.95, about 20 steps): on Playground's
-# PendulumSwingup white per-step noise never pumped enough energy to swing up (TD3 stayed on the
-# passive return on 4 of 4 seeds, SAC on 1 of 4; bench/peers.py, 414k env steps, 2-core CPU);
-# with rho 0.95 every seed of both left it.
+# TD3 explores with noise correlated over time (AR(1), rho 0.95, about 20 control steps): on
+# Playground's PendulumSwingup white per-step noise never pumps enough energy to swing up (TD3
+# stayed on the passive return on 4 of 4 seeds, rho 0.8 on 2 of 2); with rho 0.95 every seed
+# left it (best 557-755). It costs CheetahRun (best 365 vs 427 with white noise, 4 seeds), so SAC,
+# whose white noise already leaves PendulumSwingup (best 429 on average; 697 with rho 0.95) and
+# does better on CheetahRun with it (447 vs 312), keeps white noise. bench/peers.py, 414k env
+# steps, the 2-core CPU, bench/RESULTS.md.
 _DMC_CPU_ALGO = {
-    "sac": dict(gamma=0.97, actor_hidden_dim=256, critic_hidden_dim=256, noise_correlation=0.95),
+    "sac": dict(gamma=0.97, actor_hidden_dim=256, critic_hidden_dim=256),
     "td3": dict(gamma=0.97, actor_hidden_dim=256, critic_hidden_dim=256, noise_correlation=0.95),
 }
 _DMC_GPU_TRAIN = dict(
@@ -139,8 +142,8 @@ _DMC_CPU = Preset(
     "cpu",
     _DMC_CPU_TRAIN,
     _DMC_CPU_ALGO,
-    "Playground's Brax SAC sizes, widths 256, discount 0.97, exploration noise correlated over "
-    "time (rho 0.95) (measured on a 2-core CPU)",
+    "Playground's Brax SAC sizes, widths 256, discount 0.97; TD3's exploration noise correlated "
+    "over time (rho 0.95) (measured on a 2-core CPU)",
 )
 _DMC_GPU = Preset(
     "dm_control",
