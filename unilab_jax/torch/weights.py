@@ -30,7 +30,6 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 __all__ = [
     "JaxPath",
@@ -123,7 +122,7 @@ _MOMENT = re.compile(r"^(\w+)\.(exp_avg|exp_avg_sq)\[(.+)\]$")
 _STEP = re.compile(r"^(\w+_optimizer)\.step$")
 
 
-def _torch_tensor(owner: Any, name: str) -> torch.Tensor:
+def _torch_tensor(owner: Any, name: str) -> Any:
     node = owner
     for part in name.split("."):
         node = getattr(node, part)
@@ -144,6 +143,8 @@ def jax_node(tree: Any, path: JaxPath) -> Any:
 
 def _read_torch(owner: Any, name: str) -> np.ndarray:
     """The float32 / count value behind a torch name (a missing Adam state reads as zeros)."""
+    import torch
+
     if match := _MOMENT.match(name):
         optimizer_name, moment, param_name = match.groups()
         param = _torch_tensor(owner, param_name)
@@ -161,6 +162,8 @@ def _read_torch(owner: Any, name: str) -> np.ndarray:
 
 
 def _write_torch(owner: Any, name: str, value: np.ndarray) -> None:
+    import torch
+
     if match := _MOMENT.match(name):
         optimizer_name, moment, param_name = match.groups()
         param = _torch_tensor(owner, param_name)
