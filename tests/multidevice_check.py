@@ -18,7 +18,7 @@ from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.sac import SACConfig, make_sac
 from unilab_jax.algos.td3 import TD3Config, make_td3
 from unilab_jax.config import TrainConfig
-from unilab_jax.loop import make_mesh
+from unilab_jax.step import make_mesh
 from unilab_jax.trainer import train
 
 OBS, CRITIC, ACT, BATCH = 5, 6, 2, 16

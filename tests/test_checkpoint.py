@@ -15,11 +15,11 @@ from unilab_jax.checkpoint import (
     CheckpointMismatchError,
     CheckpointSaveError,
     CheckpointWriter,
-    _file_checksums,
     list_steps,
     read_meta,
     restore_checkpoint,
 )
+from unilab_jax.checkpoint.checksums import _file_checksums
 
 
 def _state(seed: int = 0, width: int = 8):

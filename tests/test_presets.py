@@ -91,9 +91,9 @@ def test_every_preset_is_a_valid_configuration(key, algo):
 
 
 def cli_configs(*argv: str):
-    from unilab_jax.cli.train import _configs_from_args, build_parser
+    from unilab_jax.cli.train_options import build_parser, configs_from_args
 
-    return _configs_from_args(build_parser().parse_args(list(argv)))
+    return configs_from_args(build_parser().parse_args(list(argv)))
 
 
 def test_the_cli_applies_the_preset_and_the_options_given_win(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 
 from unilab_jax.algos.agent import Transition
-from unilab_jax.algos.config import SACConfig, TD3Config
+from unilab_jax.algos.hyperparams import SACConfig, TD3Config
 from unilab_jax.algos.sac import make_sac, make_sac_networks, sac_actor_loss, sac_critic_loss
 from unilab_jax.algos.symmetry import mirror_transition, resolve_mirror, symmetric_batch
 from unilab_jax.algos.td3 import make_td3, make_td3_networks, td3_actor_loss, td3_critic_loss

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unilab_jax.algos.config import TD3Config
+from unilab_jax.algos.hyperparams import TD3Config
 from unilab_jax.algos.registry import AlgoSpec
 from unilab_jax.algos.td3 import make_td3
 

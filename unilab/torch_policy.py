@@ -18,7 +18,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from unilab_jax.algos.config import settings_from_json
+from unilab_jax.algos.hyperparams import settings_from_json
 from unilab_jax.checkpoint import CheckpointError
 from unilab_jax.policy import Policy, PolicyReader, agent_template
 
@@ -73,7 +73,7 @@ def read_torch_policy(file: Path) -> Policy:
             f"{file} is a torch checkpoint of the facade (unilab.algos.torch); reading it needs "
             f"torch, which is not installed: {TORCH_EXTRA}"
         ) from err
-    from unilab.algos.torch.offpolicy.run_state import META_FORMAT, META_KEY
+    from unilab.algos.torch.offpolicy.checkpoints import META_FORMAT, META_KEY
     from unilab.algos.torch.registry import get_torch_algo
 
     try:
@@ -99,7 +99,7 @@ def read_torch_policy(file: Path) -> Policy:
             "alone. Build the learner with the settings it was trained with, load it "
             "(learner.load_state_dict(torch.load(path, weights_only=False))) and evaluate that "
             "learner (unilab.algos.torch.evaluation.evaluate_actor), or save it again with its "
-            "metadata: unilab.algos.torch.offpolicy.run_state.save_model(learner, path, "
+            "metadata: unilab.algos.torch.offpolicy.checkpoints.save_model(learner, path, "
             "checkpoint_meta(learner, TrainConfig(env=TASK, algo=ALGO), 'mujoco')), "
             "TrainConfig from unilab_jax.config"
         )

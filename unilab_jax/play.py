@@ -38,175 +38,59 @@ ffmpeg is needed): ``pip install 'unilab-jax[video]'``.
 
 Supported envs: our registered tasks, ``playground/<Name>`` and ``brax/<name>`` (Brax envs
 built from MJCF, whose ``sys.mj_model`` is set).
+
+This module holds what is played: how an env is drawn (``render_source``) and the
+deterministic episodes (``rollout`` on MJX, ``rollout_mujoco`` on C MuJoCo). The GL backend
+choice is ``unilab_jax.gl_backends``, the video and ``--wandb`` ``unilab_jax.video`` (their
+names are importable from here too); the command line is ``unilab_jax.cli.play``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import importlib
-import importlib.util
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from unilab_jax.gl_backends import (
+    GL_BACKENDS,
+    RenderError,
+    choose_gl_backend,
+    no_backend_message,
+    probe_gl_backend,
+    use_gl_backend,
+)
+from unilab_jax.video import (
+    VIDEO_EXTRA,
+    VIDEO_SUFFIXES,
+    find_wandb_run,
+    imageio_module,
+    log_to_wandb,
+    resolve_camera,
+    write_video,
+)
+
 __all__ = [
     "GL_BACKENDS",
+    "VIDEO_EXTRA",
+    "VIDEO_SUFFIXES",
     "RenderError",
+    "RenderSource",
     "Rollout",
     "choose_gl_backend",
+    "find_wandb_run",
+    "imageio_module",
+    "log_to_wandb",
+    "no_backend_message",
     "probe_gl_backend",
     "render_source",
+    "resolve_camera",
     "rollout",
+    "rollout_mujoco",
+    "use_gl_backend",
+    "write_video",
 ]
-
-#: Backends tried, in order, when ``MUJOCO_GL`` is not set.
-GL_BACKENDS = ("egl", "osmesa", "glfw")
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov")
-VIDEO_EXTRA = "pip install 'unilab-jax[video]' (imageio==2.38.1 imageio-ffmpeg==0.8.1)"
-_INSTALL_HINT = (
-    "install EGL (Debian/Ubuntu: apt-get install libegl1 libgl1, with a GPU driver or Mesa's "
-    "libegl-mesa0) or OSMesa for software rendering (apt-get install libosmesa6), or run under "
-    "a display (e.g. xvfb-run) for glfw; or set MUJOCO_GL to a backend that works here"
-)
-_DISABLED = ("disable", "disabled", "off", "false", "0")
-
-
-class RenderError(RuntimeError):
-    """Rendering or encoding cannot run here (the message says why and what to install)."""
-
-
-# ------------------------------------------------------------------------- GL backend
-# A tiny model rendered in a fresh interpreter; prints "ok" or "fail <reason>" as its last line.
-_PROBE = r"""
-import ctypes.util, os, sys, warnings
-backend = os.environ.get("MUJOCO_GL", "")
-libs = {"egl": "EGL", "osmesa": "OSMesa"}
-if backend in libs and ctypes.util.find_library(libs[backend]) is None:
-    print(f"fail lib{libs[backend]}.so not found"); sys.stdout.flush(); os._exit(0)
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    try:
-        import mujoco
-        # Directly: ``mujoco.Renderer`` is silently absent when its GL context fails to import.
-        from mujoco.rendering.classic.renderer import Renderer
-        xml = "<mujoco><worldbody><geom size='1'/></worldbody></mujoco>"
-        m = mujoco.MjModel.from_xml_string(xml)
-        d = mujoco.MjData(m)
-        mujoco.mj_forward(m, d)
-        r = Renderer(m, 8, 8)
-        r.update_scene(d)
-        px = r.render()
-        assert px.shape == (8, 8, 3), px.shape
-        r.close()
-        print("ok")
-    except BaseException as err:
-        try:
-            text = str(err)
-        except Exception:
-            text = ""
-        text = " ".join(text.split())[:120]
-        notes = [" ".join(str(w.message).split()) for w in caught][:1]
-        reason = f"{type(err).__name__}: {text}" if text else type(err).__name__
-        print("fail " + "; ".join([*notes, reason]))
-sys.stdout.flush()
-os._exit(0)
-"""
-
-
-def probe_gl_backend(backend: str, timeout: float = 60.0) -> str | None:
-    """None when MuJoCo renders with ``MUJOCO_GL=backend`` in a fresh process, else why not
-    (the answer is kept for the rest of this process)."""
-    if backend not in _PROBED:
-        _PROBED[backend] = _probe(backend, timeout)
-    return _PROBED[backend]
-
-
-_PROBED: dict[str, str | None] = {}
-
-
-def _probe(backend: str, timeout: float) -> str | None:
-    env = {**os.environ, "MUJOCO_GL": backend}
-    try:
-        # close_fds=False lets Python use posix_spawn rather than fork (JAX warns on fork).
-        proc = subprocess.run(
-            [sys.executable, "-c", _PROBE],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            close_fds=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"no frame within {timeout:.0f} s"
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    last = lines[-1] if lines else ""
-    if last == "ok":
-        return None
-    if last.startswith("fail "):
-        return last[len("fail ") :]
-    tail = " ".join(proc.stderr.strip().splitlines()[-1:])
-    return f"exit status {proc.returncode}" + (f": {tail}" if tail else "")
-
-
-def choose_gl_backend() -> tuple[str | None, dict[str, str]]:
-    """``(backend, failures)``: the user's ``MUJOCO_GL`` when set, else the first of
-    :data:`GL_BACKENDS` that renders; ``backend`` is None when none does, and ``failures``
-    maps every backend tried and failed to its reason."""
-    requested = os.environ.get("MUJOCO_GL", "").strip().lower()
-    if requested:
-        if requested in _DISABLED:
-            return None, {requested: f"MUJOCO_GL={requested} turns MuJoCo's rendering off"}
-        reason = probe_gl_backend(requested)
-        return (requested, {}) if reason is None else (None, {requested: reason})
-    failures: dict[str, str] = {}
-    for backend in GL_BACKENDS:
-        reason = probe_gl_backend(backend)
-        if reason is None:
-            return backend, failures
-        failures[backend] = reason
-    return None, failures
-
-
-def no_backend_message(failures: dict[str, str]) -> str:
-    """One line: what was tried, why each failed, what to do."""
-    tried = "; ".join(f"{b} ({why})" for b, why in failures.items())
-    if os.environ.get("MUJOCO_GL", "").strip():
-        return (
-            f"MuJoCo cannot render offscreen with MUJOCO_GL={os.environ['MUJOCO_GL']}: {tried}; "
-            f"unset MUJOCO_GL to try {', '.join(GL_BACKENDS)} in turn, or {_INSTALL_HINT}"
-        )
-    return f"no OpenGL backend renders offscreen here (MUJOCO_GL tried: {tried}); {_INSTALL_HINT}"
-
-
-def use_gl_backend(backend: str) -> None:
-    """Make ``mujoco.Renderer`` create its GL context with ``backend`` in this process."""
-    if "mujoco" not in sys.modules:
-        os.environ["MUJOCO_GL"] = backend  # read when mujoco is imported
-        return
-    from mujoco.rendering.classic import gl_context  # what mujoco.Renderer reads
-
-    if getattr(gl_context, "_MUJOCO_GL", None) == backend:
-        return
-    # mujoco was imported before the choice (MUJOCO_GL unset: glfw): swap in the chosen one.
-    name = backend if backend in ("egl", "osmesa") else "glfw"
-    try:
-        module = importlib.import_module(f"mujoco.{name}")
-    except (ImportError, OSError, AttributeError) as err:
-        raise RenderError(
-            f"the {backend} GL backend renders in a fresh process but cannot be set up in this "
-            f"one, which imported mujoco/PyOpenGL for another backend ({err}); set "
-            f"MUJOCO_GL={backend} before importing mujoco"
-        ) from err
-    gl_context.GLContext = module.GLContext
-    os.environ["MUJOCO_GL"] = backend
 
 
 # ------------------------------------------------------------------------- what to render
@@ -321,135 +205,6 @@ def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) 
     finally:
         vec.close()
     return Rollout(out["returns"], out["lengths"], out["qpos"], out["qvel"], out["alive"])
-
-
-# ------------------------------------------------------------------------- video
-def imageio_module():
-    """``imageio.v2`` with its ffmpeg binary, or RenderError naming the extra."""
-    try:
-        import imageio.v2 as imageio
-        import imageio_ffmpeg
-    except ImportError as err:
-        raise RenderError(
-            f"--video needs imageio and imageio-ffmpeg ({err}): {VIDEO_EXTRA}"
-        ) from err
-    try:
-        imageio_ffmpeg.get_ffmpeg_exe()
-    except RuntimeError as err:
-        raise RenderError(f"imageio-ffmpeg has no ffmpeg binary ({err}): {VIDEO_EXTRA}") from err
-    return imageio
-
-
-def resolve_camera(model: Any, camera: str | None) -> int:
-    """A camera index of ``model`` from a name, an index or -1 (free); None: the first
-    camera, or the free camera when the model has none."""
-    import mujoco
-
-    if camera is None:
-        return 0 if model.ncam > 0 else -1
-    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam)]
-    available = ", ".join(
-        ["-1 (free)", *(f"{i} ({n})" if n else str(i) for i, n in enumerate(names))]
-    )
-    try:
-        index = int(camera)
-    except ValueError:
-        index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
-        if index < 0:
-            raise ValueError(f"no camera named {camera!r}; cameras: {available}") from None
-        return index
-    if not -1 <= index < model.ncam:
-        raise ValueError(f"no camera {index}; cameras: {available}")
-    return index
-
-
-def write_video(
-    path: Path,
-    model: Any,
-    result: Rollout,
-    *,
-    width: int,
-    height: int,
-    camera: int,
-    fps: float,
-) -> int:
-    """Render every alive step of ``result``, episode after episode, into ``path``; returns
-    the number of frames written."""
-    import mujoco
-    from mujoco.rendering.classic.renderer import Renderer  # raises what mujoco.Renderer hides
-
-    imageio = imageio_module()
-    if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
-        model = copy.deepcopy(model)  # a larger offscreen buffer, on a copy of the task's model
-        model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
-        model.vis.global_.offheight = max(model.vis.global_.offheight, height)
-    data = mujoco.MjData(model)
-    renderer = Renderer(model, height, width)
-    frames = 0
-    try:
-        writer = imageio.get_writer(
-            str(path),
-            format="FFMPEG",
-            mode="I",
-            fps=fps,
-            codec="libx264",
-            pixelformat="yuv420p",
-            macro_block_size=1,
-            ffmpeg_log_level="error",
-        )
-        with writer:
-            for episode in range(result.alive.shape[1]):
-                for t in np.flatnonzero(result.alive[:, episode]):
-                    data.qpos[:] = result.qpos[t, episode]
-                    data.qvel[:] = result.qvel[t, episode]
-                    mujoco.mj_forward(model, data)
-                    renderer.update_scene(data, camera=camera)
-                    writer.append_data(renderer.render())
-                    frames += 1
-    finally:
-        with contextlib.suppress(Exception):
-            renderer.close()
-    return frames
-
-
-def find_wandb_run(run: str | Path) -> tuple[Path, dict]:
-    """``(run dir, record)`` of the ``wandb_run.json`` in ``run`` or the folders above it (a
-    checkpoint's folder sits two levels below its run dir)."""
-    path = Path(run).resolve()
-    for folder in (path, *path.parents[:2]):
-        record = folder / "wandb_run.json"
-        if record.is_file():
-            return folder, json.loads(record.read_text())
-    raise FileNotFoundError(
-        f"--wandb: no wandb_run.json in {run} or above it: only runs trained with --logger "
-        "wandb record their wandb run"
-    )
-
-
-def log_to_wandb(record: dict, run_dir: Path, video: Path, iteration: int, returns) -> str:
-    """Log ``video`` (as ``video/policy``) and the episodes' mean return (``video/mean_return``)
-    into the wandb run ``record`` names, resuming it; returns where wandb keeps it."""
-    import wandb
-
-    run = wandb.init(
-        id=record["id"],
-        project=record.get("project") or None,
-        entity=record.get("entity") or None,
-        mode=record.get("mode") or None,
-        dir=str(run_dir),
-        resume="allow",
-    )
-    try:
-        run.log(
-            {
-                "video/policy": wandb.Video(str(video), format=video.suffix.lstrip(".").lower()),
-                "video/mean_return": float(np.mean(returns)),
-                "video/iteration": iteration,
-            }
-        )
-        return str(getattr(run, "url", None) or run.dir)
-    finally:
-        run.finish()
 
 
 if __name__ == "__main__":  # python -m unilab_jax.play starts the program, unilab_jax.cli.play

@@ -30,11 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from unilab_jax.algos.agent import Agent
-from unilab_jax.algos.config import settings_from_json
+from unilab_jax.algos.hyperparams import settings_from_json
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.checkpoint import latest_step, list_steps, read_meta, restore_item
 from unilab_jax.envs import load
-from unilab_jax.loop import make_evaluate
+from unilab_jax.step import make_evaluate
 
 __all__ = [
     "EvalResult",
@@ -75,7 +75,7 @@ class Policy:
     @property
     def algo_config(self) -> Any:
         """The run's algorithm config (``SACConfig`` / ``TD3Config``), defaults filled in."""
-        from unilab_jax.algos.config import settings_from_json
+        from unilab_jax.algos.hyperparams import settings_from_json
         from unilab_jax.algos.registry import get_algo
 
         settings = settings_from_json(dict((self.config or {}).get("algo") or {}))

@@ -1,6 +1,6 @@
 """What the host loop reports: one record per block, the run's description and its summary.
 
-``block_record`` turns a block's reduced device metrics (``loop``: per-iteration sums of
+``block_record`` turns a block's reduced device metrics (``step``: per-iteration sums of
 returns, lengths, episodes and done counts, the learner's metrics on learning iterations,
 the buffer fill, reward components, C MuJoCo's policy lag and collection time) into the record
 the sinks read (``unilab_jax.sinks`` lists its fields); ``check_finite`` stops a run at the

@@ -1,22 +1,21 @@
-"""The host side of training: build, compile once, run the fused step, report, checkpoint.
+"""Training on the host: ``Trainer`` builds and compiles once, ``train`` runs.
 
 ``Trainer`` builds the env, the agent (from ``unilab_jax.algos.registry``), the mesh and the
-compiled step for one ``TrainConfig``: the fused MJX step (``loop``), or with
-``physics="mujoco"`` C MuJoCo collection feeding a chunk step (``collect``); either way a block
-step ``state -> (state, metrics)`` of the same layout. ``train`` runs it: the host touches the
-device once per ``log_interval`` iterations, turns that block's reduced metrics into a record
-(``unilab_jax.records``) and hands the record to its sinks (``unilab_jax.sinks``: checkpoints,
-the console panel with TensorBoard/wandb, a user callback). The host loop itself prints and
-writes nothing.
+compiled step for one ``TrainConfig``: the fused MJX step (``unilab_jax.step``), or with
+``physics="mujoco"`` C MuJoCo collection feeding a chunk step (``unilab_jax.collect``); either
+way a block step ``state -> (state, metrics)`` of the same layout, compiled once per block
+length (in the background where it can: ``unilab_jax.compiling``).
+
+``train`` sets a run up around it: the run's settings (``unilab_jax.run_settings``: the
+algorithm config, ``run_config.json``, resume), its sinks (``unilab_jax.run_sinks``:
+checkpoints, health checks, evaluation, the console panel with TensorBoard/wandb, a user
+callback), the log dir's lock, and then the host loop (``unilab_jax.host_loop``), which
+touches the device once per ``log_interval`` iterations and hands each block's record
+(``unilab_jax.records``) to the sinks. The host loop itself prints and writes nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,35 +28,36 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from unilab_jax import cpu_linalg, distributed
 from unilab_jax.algos.agent import Agent
-from unilab_jax.algos.c51 import value_support
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.algos.symmetry import resolve_mirror
 from unilab_jax.checkpoint import CheckpointWriter
 from unilab_jax.collect import MujocoCollection
+from unilab_jax.compiling import DEFAULT_COMPILATION_CACHE, Background, use_compilation_cache
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
-from unilab_jax.envs import Env, load
+from unilab_jax.envs import load
 from unilab_jax.errors import EnvNaNError
-from unilab_jax.interrupts import StopSignals, run_stopped, signal_name
-from unilab_jax.loop import (
+from unilab_jax.host_loop import block_length, compile_first_block, run_blocks, stop_on_signal
+from unilab_jax.interrupts import StopSignals
+from unilab_jax.records import run_info, run_summary
+from unilab_jax.resume import restore_run
+from unilab_jax.run_settings import (
+    RUN_CONFIG_FILE,
+    check_same_build,
+    resolve_algo_config,
+    resume_source,
+    run_config,
+    write_run_config,
+)
+from unilab_jax.run_sinks import console_sinks, run_sinks
+from unilab_jax.rundir import claim_log_dir
+from unilab_jax.sinks import CallbackSink, Checkpointer, Sink
+from unilab_jax.step import (
     TrainState,
     make_evaluate,
     make_init_fn,
     make_mesh,
     make_train_step,
     state_specs,
-)
-from unilab_jax.records import block_record, check_finite, run_info, run_summary
-from unilab_jax.resume import checkpoint_folder, restore_run
-from unilab_jax.rundir import claim_log_dir
-from unilab_jax.sinks import (
-    CallbackSink,
-    Checkpointer,
-    CheckpointSink,
-    EvalSink,
-    HealthSink,
-    LoggerSink,
-    PlainLineSink,
-    Sink,
 )
 
 __all__ = [
@@ -74,30 +74,6 @@ __all__ = [
 ]
 
 
-RUN_CONFIG_FILE = "run_config.json"
-
-
-def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
-    """The algorithm's config: its defaults, then the caller's ``overrides`` (which win), then,
-    for a task that declares its per-step ``reward_bounds``, a value support derived from them
-    for the run's discount (``c51.value_support``), on each edge the caller did not set.
-    Validated by ``Trainer``."""
-    cls = get_algo(algo).config_cls
-    overrides = dict(overrides or {})
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ConfigError(
-            f"unknown {algo} setting(s) {unknown}; valid settings: {', '.join(sorted(known))}"
-        )
-    cfg = dataclasses.replace(cls(), **overrides)
-    if env.reward_bounds is not None:
-        derived = value_support(env.reward_bounds, cfg.gamma, env.episode_length)
-        support = dict(zip(("v_min", "v_max"), derived, strict=True))
-        cfg = dataclasses.replace(cfg, **{k: v for k, v in support.items() if k not in overrides})
-    return cfg
-
-
 @dataclass
 class TrainResult:
     """What ``train`` returns: the final state and a run summary like the reference's
@@ -106,31 +82,6 @@ class TrainResult:
     state: TrainState
     summary: dict
     history: list[dict] = field(default_factory=list)
-
-
-#: Where JAX keeps compiled programs between runs unless told otherwise; the environment
-#: variable UNILAB_JAX_COMPILATION_CACHE names another folder, or "0" to turn it off.
-DEFAULT_COMPILATION_CACHE = Path.home() / ".cache" / "unilab_jax" / "xla"
-
-
-def use_compilation_cache() -> str | None:
-    """Turn on JAX's persistent compilation cache, so a rerun of the same shapes skips most of
-    its compile (measured: 42 s -> 6 s). A cache configured already (``jax_compilation_cache_dir``
-    or ``JAX_COMPILATION_CACHE_DIR``) is kept; ``UNILAB_JAX_COMPILATION_CACHE=0`` turns it off.
-    Returns the folder in use, or None."""
-    current = jax.config.jax_compilation_cache_dir
-    if current:
-        return current
-    choice = os.environ.get("UNILAB_JAX_COMPILATION_CACHE", "")
-    if choice.lower() in ("0", "off", "false", "no"):
-        return None
-    folder = Path(choice) if choice else DEFAULT_COMPILATION_CACHE
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None  # an unwritable home: compile every time rather than fail
-    jax.config.update("jax_compilation_cache_dir", str(folder))
-    return str(folder)
 
 
 class Trainer:
@@ -243,7 +194,7 @@ class Trainer:
         left. ``train`` calls it first."""
         if num_iterations not in self._steps:
             shapes = self.state_shapes() if self.collection is None else None
-            self._steps[num_iterations] = _Background(
+            self._steps[num_iterations] = Background(
                 lambda: self._compile_step(shapes, num_iterations), f"compile-step-{num_iterations}"
             )
 
@@ -254,7 +205,7 @@ class Trainer:
             start = time.perf_counter()
             step = self._compile_step(state, num_iterations)
             self.step_compile_seconds[num_iterations] = time.perf_counter() - start
-        elif isinstance(step, _Background):
+        elif isinstance(step, Background):
             background, step = step, step.result()
             self.step_compile_seconds[num_iterations] = background.seconds
         self._steps[num_iterations] = step
@@ -277,7 +228,7 @@ class Trainer:
             with self.precision():  # a thread of its own: the setting is per thread
                 return fn.lower(agent, key).compile()
 
-        self._evaluators[num_envs] = _Background(compile_evaluator, f"compile-eval-{num_envs}")
+        self._evaluators[num_envs] = Background(compile_evaluator, f"compile-eval-{num_envs}")
 
     def evaluate(self, state: TrainState, num_envs: int = 64, seed: int = 0) -> float:
         """Mean return of one deterministic episode in each of ``num_envs`` fresh envs."""
@@ -292,37 +243,11 @@ class Trainer:
             return self.collection.evaluate_episodes(state.agent, num_envs, seed)
         if num_envs not in self._evaluators:
             self._evaluators[num_envs] = make_evaluate(self.env, self.agent.act, num_envs)
-        if isinstance(self._evaluators[num_envs], _Background):
+        if isinstance(self._evaluators[num_envs], Background):
             self._evaluators[num_envs] = self._evaluators[num_envs].result()
         with self.precision():  # a first call traces
             mean, _, lengths = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
         return float(mean), float(np.mean(lengths))
-
-
-class _Background:
-    """``fn()`` in a daemon thread (a compile); ``result()`` waits for it and returns its
-    value or raises its error; ``seconds`` is how long ``fn`` itself took."""
-
-    def __init__(self, fn: Callable[[], Any], name: str) -> None:
-        self._box: dict[str, Any] = {}
-        self.seconds = 0.0
-
-        def run() -> None:
-            start = time.perf_counter()
-            try:
-                self._box["value"] = fn()
-            except BaseException as err:  # noqa: BLE001 (re-raised by result())
-                self._box["error"] = err
-            self.seconds = time.perf_counter() - start
-
-        self._thread = threading.Thread(target=run, name=name, daemon=True)
-        self._thread.start()
-
-    def result(self) -> Any:
-        self._thread.join()
-        if "error" in self._box:
-            raise self._box["error"]
-        return self._box["value"]
 
 
 def train(
@@ -376,11 +301,11 @@ def train(
     """
     if logger not in LOGGERS:
         raise ConfigError(f"unknown logger {logger!r}; choose one of {', '.join(LOGGERS)}")
-    resume = _resume_source(resume, resume_step, log_dir, initial_state)
+    resume = resume_source(resume, resume_step, log_dir, initial_state)
     if trainer is None:
         trainer = Trainer(config, algo_config)
     else:
-        _check_same_build(config, trainer.config)
+        check_same_build(config, trainer.config)
     if resume is not None:
         settings = run_config(config, trainer.algo_config)
         initial_state = restore_run(trainer, resume, resume_step, settings)
@@ -394,57 +319,24 @@ def train(
             lock.release()
 
 
-def _resume_source(resume, resume_step, log_dir, initial_state) -> str | Path | None:
-    """The run ``train(resume=...)`` continues (``True``: ``log_dir``), its checkpoint
-    folder checked at once, before anything is built; None for a fresh run."""
-    if resume is True:
-        if log_dir is None:
-            raise ConfigError("resume=True continues the run in log_dir, but no log_dir is given")
-        resume = log_dir
-    if resume is None or resume is False:
-        if resume_step is not None:
-            raise ConfigError(f"resume_step {resume_step} given without resume")
-        return None
-    if initial_state is not None:
-        raise ConfigError("pass resume or initial_state, not both")
-    checkpoint_folder(resume)
-    return resume
-
-
 def _train(
     config, trainer, log_dir, logger, quiet, initial_state, checkpointer, on_block, sinks, wandb
 ):
     log_dir = Path(log_dir) if log_dir is not None else None
-    sinks = _default_sinks(logger, quiet, wandb) if sinks is None else list(sinks)
+    sinks = console_sinks(logger, quiet, wandb) if sinks is None else list(sinks)
     if on_block is not None:
         sinks.append(CallbackSink(on_block))
     settings = run_config(config, trainer.algo_config)
     if log_dir is not None and distributed.is_primary():  # first, so a stopped run has one
-        (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(settings, indent=2))
+        write_run_config(log_dir, settings)
     if checkpointer is None and log_dir is not None and config.save_interval > 0:
         checkpointer = CheckpointWriter(log_dir / "checkpoints", metadata=settings)
     stop = StopSignals()
     # The health checks and evaluations run first, so every other sink sees their fields.
-    checks: list[Sink] = [_health_sink(trainer)]
-    if config.eval_envs > 0:
-        checks.append(
-            EvalSink(
-                lambda s: stop.wait(
-                    trainer.evaluate_episodes, s, config.eval_envs, config.seed + 1
-                ),
-                config.resolved_eval_interval,
-                config.max_iterations,
-                announce=lambda text: _status(sinks, text),  # the final list, at call time
-            )
-        )
-    sinks = [*checks, *sinks]
-    saver = None
-    if checkpointer is not None:
-        saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
-        sinks = [saver, *sinks]
+    sinks, saver = run_sinks(trainer, config, sinks, checkpointer, stop)
     if initial_state is None and config.max_iterations > 0:
         # The first block's step compiles in the background while init compiles and runs.
-        trainer.precompile_step(_block_length(config, 0))
+        trainer.precompile_step(block_length(config, 0))
     state = initial_state if initial_state is not None else trainer.init_state()
     if config.eval_envs > 0 and int(state.iteration) < config.max_iterations:
         trainer.precompile_evaluator(state, config.eval_envs)  # beside the step's compile
@@ -452,174 +344,18 @@ def _train(
     start = time.perf_counter()
     try:
         with stop:
-            for sink in sinks:
-                sink.start(run)
-            compile_time = _compile(trainer, config, state, sinks, stop)
-            state, history, stopped = _run_blocks(trainer, config, state, sinks, stop, start)
+            sinks.start(run)
+            compile_time = compile_first_block(trainer, config, state, sinks, stop)
+            state, history, stopped = run_blocks(trainer, config, state, sinks, stop, start)
             wall = time.perf_counter() - start
             if stopped is not None:
-                _stop_on_signal(stopped, state, history, saver, sinks, config, wall, compile_time)
+                stop_on_signal(stopped, state, history, saver, sinks, config, wall, compile_time)
             final_eval = None
             if not history and config.eval_envs > 0 and int(state.iteration) > 0:
                 # Nothing left to train (a resumed, finished run): still report its policy.
                 final_eval = stop.wait(trainer.evaluate, state, config.eval_envs, config.seed + 1)
         summary = run_summary(config, state, history, compile_time, wall, final_eval)
-        for sink in sinks:
-            sink.finish(summary)
+        sinks.finish(summary)
     finally:
-        for sink in sinks:
-            sink.close()
+        sinks.close()
     return TrainResult(state=state, summary=summary, history=history)
-
-
-def _stop_on_signal(signum, state, history, saver, sinks, config, wall, compile_time) -> None:
-    """The end of a run stopped by SIGINT/SIGTERM: save the state of the block just finished
-    (unless its checkpoint is already written) and raise ``RunStopped``."""
-    done = int(state.iteration)
-    checkpoint = None
-    if not history:
-        saved = "nothing new to save (no block had finished)"
-    elif saver is None:
-        saved = "no checkpoint written (checkpoints are off: no log dir or save_interval 0)"
-    else:
-        _status(sinks, f"{signal_name(signum)}: saving a checkpoint at iteration {done}...")
-        checkpoint = saver.save_final(done, state)
-        saved = f"saved checkpoint {checkpoint}"
-    summary = run_summary(config, state, history, compile_time, wall, None)
-    summary.update(status=f"interrupted ({signal_name(signum)})", last_checkpoint=checkpoint)
-    raise run_stopped(signum, done, checkpoint, summary, saved)
-
-
-def _default_sinks(logger: str, quiet: bool, wandb: dict | None) -> list[Sink]:
-    """The live panel on a terminal; plain lines in a log file (stdout redirected), with the
-    panel's TensorBoard/wandb files still written. Only process 0 of a multi-process run
-    reports (the others are silent and write no logs)."""
-    if not distributed.is_primary():
-        return []
-    if quiet or sys.stdout.isatty():
-        return [LoggerSink(logger, quiet, wandb)]
-    return [PlainLineSink(), LoggerSink(logger, quiet=True, wandb=wandb)]
-
-
-def _health_sink(trainer: Trainer) -> HealthSink:
-    """The health checks, suggesting the task's derived support when it declares one."""
-    cfg, env = trainer.algo_config, trainer.env
-    suggest = (None, None)
-    if env.reward_bounds is not None:
-        suggest = value_support(env.reward_bounds, cfg.gamma, env.episode_length)
-    return HealthSink(
-        cfg.v_min, cfg.v_max, cfg.gamma, suggest_v_min=suggest[0], suggest_v_max=suggest[1]
-    )
-
-
-def run_config(config: TrainConfig, algo_config: Any) -> dict:
-    """A run's settings as JSON values, ``{"train": ..., "algo": ...}``: what
-    ``run_config.json`` and every checkpoint's ``meta.json`` record, and what a resume is
-    compared against."""
-
-    def jsonable(value: Any) -> dict:
-        return json.loads(json.dumps(dataclasses.asdict(value), default=str))
-
-    return {"train": jsonable(config), "algo": jsonable(algo_config)}
-
-
-def _compile(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop) -> float:
-    """Compile the first block's step (nothing for a run with nothing to do); seconds taken."""
-    done = int(state.iteration)
-    if done >= config.max_iterations:
-        return 0.0
-    num_iterations = _block_length(config, done)
-    compiled = num_iterations in trainer.step_compile_seconds  # a reused trainer: nothing to do
-    start = time.perf_counter()
-    stop.wait(trainer.step_fn, state, num_iterations)
-    waited = time.perf_counter() - start
-    compile_time = waited if compiled else trainer.step_compile_seconds[num_iterations]
-    if compile_time > waited + 0.05:  # compiled in the background beside init
-        _status(sinks, f"Compiled in {compile_time:.1f}s ({compile_time - waited:.1f}s of it "
-                "while init ran)")  # fmt: skip
-    else:
-        _status(sinks, f"Compiled in {compile_time:.1f}s")
-    return compile_time
-
-
-def _block_length(config: TrainConfig, done: int) -> int:
-    """Iterations in the block that starts after ``done``: ``log_interval``, or what is left."""
-    return min(config.log_interval, config.max_iterations - done)
-
-
-def _status(sinks, text: str) -> None:
-    for sink in sinks:
-        sink.status(text)
-
-
-def _run_blocks(trainer: Trainer, config: TrainConfig, state: TrainState, sinks, stop, start):
-    """Run ``log_interval``-iteration blocks up to ``max_iterations`` (or until a stop signal),
-    handing each block's record to the sinks. Returns (state, history, the signal the run
-    stops on or None).
-
-    Several processes act on the signal they agree on before each block (any process's stops
-    them all after the same block). A signal that lands while that agreement runs is kept for
-    the next one, never overwritten (it was lost so once: the slower process waits in the
-    collective most of the time); one that lands during or after the last agreement of a
-    finished run is not acted on (every process would otherwise have to save alone)."""
-    history: list[dict] = []
-    rows_per_iter = config.num_envs * config.env_steps_per_sync
-    done = int(state.iteration)
-    several = distributed.is_multiprocess()
-    while True:
-        stopped = stop.requested
-        if several:  # a signal to any process stops all after the same block
-            stopped = _collective(distributed.agree_stop, stopped)
-            stop.requested = stopped or stop.requested
-        if done >= config.max_iterations or stopped is not None:
-            break
-        n = _block_length(config, done)
-        step = stop.wait(trainer.step_fn, state, n)
-        t0 = time.perf_counter()
-        if several:
-            state, metrics = _collective(step, state)
-            metrics = stop.wait(_collective, jax.device_get, metrics)
-        else:
-            state, metrics = step(state)
-            metrics = stop.wait(jax.device_get, metrics)  # the one host sync per block
-        if stop.requested is not None:
-            _status(sinks, f"{signal_name(stop.requested)} received: stopping after this block "
-                    "(send it again to stop at once)")  # fmt: skip
-        elapsed = time.perf_counter() - t0
-        check_finite(metrics, done, config.num_envs)
-        done += n
-        record = block_record(metrics, done, rows_per_iter, elapsed / n)
-        record["elapsed_sec"] = time.perf_counter() - start
-        for sink in sinks:
-            record.update(sink.block(record, state) or {})
-        history.append(record)
-    return state, history, stopped
-
-
-def _collective(fn, *args):
-    """``fn(*args)`` in a multi-process run: a failed cross-process collective (a process
-    died) becomes one clear ``ProcessLostError``."""
-    try:
-        return fn(*args)
-    except (jax.errors.JaxRuntimeError, ValueError, RuntimeError) as err:
-        if not distributed.peer_failure(err):
-            raise
-        raise distributed.lost_process(err) from err
-
-
-# Fields the host loop reads per run; everything else shapes the compiled step.
-_HOST_FIELDS = ("max_iterations", "save_interval", "log_interval", "eval_envs", "eval_interval")
-
-
-def _check_same_build(config: TrainConfig, built: TrainConfig) -> None:
-    """A reused ``Trainer`` must have been built for the same shapes and schedule (its own
-    config was validated when it was built; a changed host field is validated here)."""
-    if config == built:
-        return
-    config.validate()
-    same = dataclasses.replace(config, **{f: getattr(built, f) for f in _HOST_FIELDS})
-    if same != built:
-        raise ConfigError(
-            "the trainer was built for a different configuration; only "
-            f"{', '.join(_HOST_FIELDS)} may differ (build a new Trainer otherwise)"
-        )

@@ -25,7 +25,7 @@ import torch
 from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.offpolicy import OffPolicyRunner
-from unilab.algos.torch.offpolicy.run_state import META_KEY, checkpoint_meta, save_model
+from unilab.algos.torch.offpolicy.checkpoints import META_KEY, checkpoint_meta, save_model
 from unilab.torch_policy import TorchMissingError
 from unilab_jax.checkpoint import CheckpointError
 from unilab_jax.config import TrainConfig

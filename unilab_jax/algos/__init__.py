@@ -2,9 +2,9 @@
 
 `make_sac` / `make_td3` return an `Agent` (a NamedTuple of pure, jit-able functions over a
 pytree state); the training loop calls nothing else. `registry.ALGOS` is the table of
-algorithms; `config` holds their hyperparameter dataclasses (importable without flax).
+algorithms; `hyperparams` holds their hyperparameter dataclasses (importable without flax).
 
-Names are imported on first access, so `unilab_jax.algos.config` and `.registry` stay light.
+Names are imported on first access, so `unilab_jax.algos.hyperparams` and `.registry` stay light.
 """
 
 import importlib
@@ -14,8 +14,8 @@ _EXPORTS = {
     "Transition": "unilab_jax.algos.agent",
     "row_keys": "unilab_jax.algos.gradients",
     "row_normal": "unilab_jax.algos.gradients",
-    "SACConfig": "unilab_jax.algos.config",
-    "TD3Config": "unilab_jax.algos.config",
+    "SACConfig": "unilab_jax.algos.hyperparams",
+    "TD3Config": "unilab_jax.algos.hyperparams",
     "SACState": "unilab_jax.algos.sac",
     "make_sac": "unilab_jax.algos.sac",
     "TD3ExploreState": "unilab_jax.algos.td3",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from unilab_jax.algos.config import SACConfig, TD3Config
+from unilab_jax.algos.hyperparams import SACConfig, TD3Config
 from unilab_jax.errors import ConfigError
 
 __all__ = ["ALGOS", "AlgoSpec", "UnknownAlgoError", "get_algo"]

@@ -52,8 +52,8 @@ from unilab_jax.algos.common import (
     update_normalizers,
     update_target,
 )
-from unilab_jax.algos.config import SACConfig
 from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
+from unilab_jax.algos.hyperparams import SACConfig
 from unilab_jax.algos.networks import CriticEnsemble, SACActor
 from unilab_jax.algos.normalizer import NormalizerState, init_normalizer, normalize
 from unilab_jax.algos.symmetry import make_augment

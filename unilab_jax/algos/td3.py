@@ -53,8 +53,8 @@ from unilab_jax.algos.common import (
     update_normalizers,
     update_target,
 )
-from unilab_jax.algos.config import TD3Config
 from unilab_jax.algos.gradients import reduce_metrics, row_normal
+from unilab_jax.algos.hyperparams import TD3Config
 from unilab_jax.algos.networks import CriticEnsemble, TD3Actor
 from unilab_jax.algos.normalizer import NormalizerState, init_normalizer, normalize
 from unilab_jax.algos.symmetry import make_augment

@@ -6,7 +6,8 @@ library, print, and map failures to exit codes (2 bad input, 1 a failed save or 
 130 / 143 stopped by SIGINT / SIGTERM).
 
 - ``train``: ``TrainConfig`` and the algorithms' configs as options (generated from their
-  documented fields), presets, ``--config`` reruns, ``--resume``; calls ``trainer.train``.
+  documented fields), presets, ``--config`` reruns, ``--resume``; calls ``trainer.train``
+  (the parser and how options become settings: ``train_options``).
 - ``launch``: one run over several local processes (``unilab_jax.distributed``).
 - ``evaluate``: ``policy.evaluate`` of a run's checkpoint.
 - ``play``: episodes and video of a trained policy (``unilab_jax.play``).

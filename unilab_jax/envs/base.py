@@ -1,26 +1,28 @@
 """The environment model: tasks, the step pipeline every backend shares, and the MJX env.
 
-Where each concept lives (this module first):
+Where each concept lives (this module first; it re-exports the names of ``task.py`` and
+``pipeline.py``, so ``from unilab_jax.envs.base import ...`` reaches all of them):
 
-* :class:`Task` (here): an MJCF model plus pure functions over a physics ``data`` object
+* :class:`Task` (``task.py``): an MJCF model plus pure functions over a physics ``data`` object
   (anything with ``mjx.Data``-named fields: ``qpos``, ``qvel``, ``xpos``, ``xmat``,
   ``sensordata``, ...). Tasks never call a simulator, so the same observation and reward math
-  runs on every backend.
-* ``Task.mirror`` (here; the maps in ``mirror.py``): a task's left-right mirror map, which the
-  robot tasks declare and symmetry augmentation (``use_symmetry``) needs; None elsewhere.
-* :class:`EnvState` (here): one env's state between steps (physics, observation groups,
-  reward, flags, carry); :class:`UnknownEnvError` (here): a name no registry knows.
-* The step pipeline (here): :func:`draw_initial_conditions` (the random part of a reset),
-  :func:`post_physics` (everything after the physics of a control step), :func:`time_limit`
-  and :func:`auto_reset` (the two end pieces every env's ``step`` shares, adapters included).
-  All are pure JAX functions of one env, called under ``vmap``.
+  runs on every backend. Also there: :func:`load_packaged_model` and
+  :func:`apply_config_override`.
+* ``Task.mirror`` (``task.py``; the maps in ``mirror.py``): a task's left-right mirror map, which
+  the robot tasks declare and symmetry augmentation (``use_symmetry``) needs; None elsewhere.
+* :class:`EnvState` (``pipeline.py``): one env's state between steps (physics, observation
+  groups, reward, flags, carry); :class:`UnknownEnvError` (here): a name no registry knows.
+* The step pipeline (``pipeline.py``): :func:`draw_initial_conditions` (the random part of a
+  reset), :func:`post_physics` (everything after the physics of a control step),
+  :func:`time_limit` and :func:`auto_reset` (the two end pieces every env's ``step`` shares,
+  adapters included). All are pure JAX functions of one env, called under ``vmap``.
 * Physics backends: :class:`MjxPhysics` (here; jittable, per env) and C MuJoCo
   (``mujoco_backend.MujocoBatchPhysics``: a batch on CPU threads, not jittable). A backend only
   *advances* physics and *applies* a reset; it never decides rewards, time limits or resets.
 * :class:`Env` (here): a task on MJX physics, a single, unbatched, jittable environment with
   ``reset(key)`` and ``step(state, action)``; callers ``jax.vmap`` both. ``registry.load(name,
   overrides)`` builds one. Playground / Brax envs get the same API from ``adapters``
-  (:class:`FunctionalEnv` is what the two share).
+  (:class:`FunctionalEnv`, here, is what the two share).
 * The numpy-facing batch ``vec_env.make(env_name, num_envs, sim_backend, ...)``: the only place
   that chooses a physics backend (``"mjx"``: ``jit(vmap(Env.step))``; ``"mujoco"``: C MuJoCo).
 
@@ -68,20 +70,28 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import dataclasses
 import io
-from collections.abc import Mapping
 from functools import cached_property
-from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import mujoco
-from flax import struct
 
 from unilab_jax import cpu_linalg
 from unilab_jax.envs.mirror import MirrorMap
+from unilab_jax.envs.pipeline import (
+    CRITIC_KEY,
+    OBS_KEY,
+    EnvState,
+    auto_reset,
+    draw_initial_conditions,
+    observation_groups,
+    post_physics,
+    reward_metrics,
+    time_limit,
+    where_done,
+)
+from unilab_jax.envs.task import Task, apply_config_override, load_packaged_model
 
 # mujoco.mjx prints "Failed to import warp" when the optional MuJoCo-Warp backend is absent;
 # we always select MJX's JAX implementation, so the message is noise for our users.
@@ -108,304 +118,9 @@ __all__ = [
     "where_done",
 ]
 
-OBS_KEY = "obs"
-CRITIC_KEY = "critic"
-XML_DIR = Path(__file__).resolve().parent / "xml"
-
 
 class UnknownEnvError(ValueError):
     """An environment name that is neither registered nor known to an adapter's source."""
-
-
-def load_packaged_model(filename: str) -> mujoco.MjModel:
-    """Compile one of the MJCF files shipped in ``unilab_jax/envs/xml``."""
-    return mujoco.MjModel.from_xml_path(str(XML_DIR / filename))
-
-
-@struct.dataclass
-class EnvState:
-    """State of one environment; all leaves are JAX arrays so it can be vmapped and jitted."""
-
-    physics: Any
-    """The physics state: an ``mjx.Data`` for :class:`Env`, the foreign state for adapters."""
-    obs: dict[str, jax.Array]
-    """Observation groups: ``"obs"`` (actor) and ``"critic"`` (privileged, or a copy of obs)."""
-    reward: jax.Array
-    """[] float32, reward of the step that produced this state (0 after reset)."""
-    terminated: jax.Array
-    """[] bool, the task's termination condition on this step."""
-    truncated: jax.Array
-    """[] bool, the time limit was reached on this step (independent of ``terminated``)."""
-    final_obs: dict[str, jax.Array]
-    """Observation at the end of this step before any automatic reset (== obs if not done)."""
-    step_count: jax.Array
-    """[] int32, control steps since the current episode began (0 after reset)."""
-    task_state: dict[str, jax.Array]
-    """Task-specific carry (may be empty)."""
-    metrics: dict[str, jax.Array]
-    """This step's reward components, keys ``"reward/<name>"`` (zeros after reset)."""
-    key: jax.Array
-    """PRNG key; split on every step, one part seeds the automatic reset."""
-
-    @classmethod
-    def initial(
-        cls,
-        physics: Any,
-        obs: dict[str, jax.Array],
-        task_state: dict[str, jax.Array],
-        metrics: dict[str, jax.Array],
-        key: jax.Array,
-    ) -> EnvState:
-        """The state at the start of an episode (``metrics``: zeros of their shapes)."""
-        return cls(
-            physics=physics,
-            obs=obs,
-            reward=jnp.zeros((), jnp.float32),
-            terminated=jnp.zeros((), bool),
-            truncated=jnp.zeros((), bool),
-            final_obs=obs,
-            step_count=jnp.zeros((), jnp.int32),
-            task_state=task_state,
-            metrics=jax.tree.map(jnp.zeros_like, metrics),
-            key=key,
-        )
-
-    @property
-    def done(self) -> jax.Array:
-        """The episode ended on this step (terminated or truncated)."""
-        return self.terminated | self.truncated
-
-
-class Task(abc.ABC):
-    """A task: an MJCF model plus pure observation / reward / termination functions.
-
-    Subclasses set ``config`` (a frozen dataclass) and build ``model`` in ``__init__``. Every
-    method must be a pure JAX function of its arguments so it works under ``jit`` and ``vmap``
-    and with any physics backend that provides ``mjx.Data``-named fields.
-    """
-
-    #: Per-step reward bounds, padded with a margin, from which the default C51 value support
-    #: is derived for any discount: ``reward_bounds / (1 - gamma)`` (``unilab_jax.algos.c51.
-    #: value_support``). None: no suggestion (the algorithm's own default support).
-    reward_bounds: tuple[float, float] | None = None
-    #: Run a full ``mjx.forward`` at reset (needed when ``observe`` reads sensors or body
-    #: velocities); kinematics alone otherwise.
-    reset_forward: bool = False
-
-    def __init__(self, config: Any) -> None:
-        self.config = config
-
-    # ----------------------------------------------------------------- static description
-    @property
-    @abc.abstractmethod
-    def model(self) -> mujoco.MjModel:
-        """The MuJoCo model with config overrides applied."""
-
-    @property
-    def n_frames(self) -> int:
-        """Physics steps per control step (default: ``config.n_frames``)."""
-        return int(self.config.n_frames)
-
-    @property
-    def episode_length(self) -> int:
-        """Control steps before truncation (default: ``config.episode_length``)."""
-        return int(self.config.episode_length)
-
-    @property
-    def action_size(self) -> int:
-        """Dimension of the policy's action (default: number of actuators)."""
-        return int(self.model.nu)
-
-    @property
-    def control_dt(self) -> float:
-        """Seconds of simulated time per control step."""
-        return float(self.model.opt.timestep) * self.n_frames
-
-    @property
-    def mirror(self) -> MirrorMap | None:
-        """The task's left-right mirror map (``unilab_jax.envs.mirror``), which symmetry
-        augmentation (``use_symmetry``) needs; None: the task declares no symmetry."""
-        return None
-
-    # ----------------------------------------------------------------- pure pieces
-    @abc.abstractmethod
-    def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """Randomised initial ``(qpos [nq], qvel [nv])``."""
-
-    def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
-        """Map a policy action in [-1, 1] to actuator controls (default: identity)."""
-        del task_state
-        return action
-
-    @abc.abstractmethod
-    def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        """Observation groups; must contain ``"obs"``, may contain ``"critic"``."""
-
-    @abc.abstractmethod
-    def reward(
-        self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
-    ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """Scalar reward and its named components (names without the ``reward/`` prefix)."""
-
-    def terminated(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:
-        """Task termination condition (default: never)."""
-        del data, task_state
-        return jnp.zeros((), dtype=bool)
-
-    def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
-        """Task-specific carry at episode start (default: empty)."""
-        del key
-        return {}
-
-    def update_task_state(
-        self,
-        data: Any,
-        action: jax.Array,
-        task_state: dict[str, jax.Array],
-        key: jax.Array,
-    ) -> dict[str, jax.Array]:
-        """Advance the task carry after a control step (default: unchanged)."""
-        del data, action, key
-        return task_state
-
-
-def apply_config_override(config: Any, override: Mapping[str, Any] | None) -> Any:
-    """Return ``config`` with fields replaced by ``override``; unknown fields raise ValueError."""
-    if not override:
-        return config
-    valid = [f.name for f in dataclasses.fields(config)]
-    unknown = sorted(set(override) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"Unknown config field(s) {unknown} for {type(config).__name__}; "
-            f"valid fields are: {', '.join(valid)}"
-        )
-    return dataclasses.replace(config, **dict(override))
-
-
-def draw_initial_conditions(
-    task: Task, key: jax.Array
-) -> tuple[jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
-    """The random part of a reset: ``(qpos, qvel, task_state, carried_key)`` from ``key``.
-
-    Shared by :meth:`Env.reset` and the C-MuJoCo backend so that both backends draw exactly the
-    same episode from the same key (the parity tests rely on it).
-    """
-    key, k_init, k_task = jax.random.split(key, 3)
-    qpos, qvel = task.init_qpos_qvel(k_init)
-    task_state = task.init_task_state(k_task)
-    return qpos, qvel, task_state, key
-
-
-def observation_groups(
-    task: Task, data: Any, task_state: dict[str, jax.Array]
-) -> dict[str, jax.Array]:
-    """``task.observe`` with the ``"critic"`` group defaulted to ``"obs"`` and float32 leaves.
-
-    One function for every backend, so the groups and dtypes cannot drift between them.
-    """
-    groups = dict(task.observe(data, task_state))
-    if OBS_KEY not in groups:
-        raise KeyError(f"{type(task).__name__}.observe must return an {OBS_KEY!r} group")
-    groups.setdefault(CRITIC_KEY, groups[OBS_KEY])
-    return {k: jnp.asarray(v, jnp.float32) for k, v in groups.items()}
-
-
-def reward_metrics(components: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-    """Reward components as logged metrics: keys ``"reward/<name>"``, float32 values."""
-    return {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in components.items()}
-
-
-# --------------------------------------------------------------------- the step pipeline
-def where_done(done: jax.Array, fresh: Any, current: Any) -> Any:
-    """Per leaf: ``fresh`` where ``done``, ``current`` elsewhere, in ``fresh``'s dtype.
-
-    A select, not a branch, so it works under ``vmap``; keeping the fresh (reset) dtype means a
-    carried pytree never changes type from one step to the next.
-    """
-    return jax.tree.map(lambda a, b: jnp.where(done, a, b).astype(a.dtype), fresh, current)
-
-
-def time_limit(
-    *,
-    physics: Any,
-    obs: dict[str, jax.Array],
-    reward: jax.Array,
-    terminated: jax.Array,
-    metrics: dict[str, jax.Array],
-    task_state: dict[str, jax.Array],
-    key: jax.Array,
-    step_count: jax.Array,
-    episode_length: int,
-) -> EnvState:
-    """The state after a control step, with the time limit applied; not reset yet.
-
-    ``step_count`` is the count before the step. ``truncated`` (``step_count + 1 >=
-    episode_length``) is independent of ``terminated``; the returned count is already 0 where
-    the episode ended (the next step starts a new one). ``obs`` is also ``final_obs``:
-    :func:`auto_reset` then swaps in the fresh episode's physics and observation.
-    """
-    step_count = step_count + 1
-    truncated = step_count >= episode_length
-    done = terminated | truncated
-    return EnvState(
-        physics=physics,
-        obs=obs,
-        reward=reward,
-        terminated=terminated,
-        truncated=truncated,
-        final_obs=obs,
-        step_count=where_done(done, jnp.zeros_like(step_count), step_count),
-        task_state=task_state,
-        metrics=metrics,
-        key=key,
-    )
-
-
-def auto_reset(state: EnvState, fresh_physics: Any, fresh_obs: dict[str, jax.Array]) -> EnvState:
-    """Where ``state.done``: the fresh episode's physics and observation (``final_obs`` keeps
-    the ended episode's last observation)."""
-    done = state.done
-    return state.replace(
-        physics=where_done(done, fresh_physics, state.physics),
-        obs=where_done(done, fresh_obs, state.obs),
-    )
-
-
-def post_physics(
-    task: Task,
-    data: Any,
-    action: jax.Array,
-    task_state: dict[str, jax.Array],
-    key: jax.Array,
-    step_count: jax.Array,
-) -> tuple[EnvState, tuple[jax.Array, jax.Array]]:
-    """The post-physics half of one env's control step, the same for every physics backend.
-
-    ``data`` is the physics after the step (an ``mjx.Data`` or C MuJoCo's view), ``action`` the
-    clipped action, ``task_state`` / ``key`` / ``step_count`` the carry before the step.
-    Returns the :func:`time_limit` state (``physics`` is ``data``; the carry is already the
-    fresh episode's where ``done``) and the reset draw's ``(qpos, qvel)``, which the backend
-    applies where ``done`` (steps 3a-3f of the module docstring, in that order).
-    """
-    key, k_reset, k_task = jax.random.split(key, 3)
-    reward, components = task.reward(data, action, task_state)
-    terminated = jnp.asarray(task.terminated(data, task_state), bool)
-    task_state = task.update_task_state(data, action, task_state, k_task)
-    state = time_limit(
-        physics=data,
-        obs=observation_groups(task, data, task_state),
-        reward=jnp.asarray(reward, jnp.float32),
-        terminated=terminated,
-        metrics=reward_metrics(components),
-        task_state=task_state,
-        key=key,
-        step_count=step_count,
-        episode_length=task.episode_length,
-    )
-    qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, k_reset)
-    state = state.replace(task_state=where_done(state.done, task_state0, state.task_state))
-    return state, (qpos0, qvel0)
 
 
 # --------------------------------------------------------------------- environments

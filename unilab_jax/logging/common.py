@@ -1,6 +1,6 @@
 """Shared machinery of the training loggers: Rich console/Live, backends, summary panel.
 
-`BaseTrainingLogger` owns what every training logger needs and what is algorithm-agnostic:
+`BaseTrainingLogger` (here) owns what every training logger needs and what is algorithm-agnostic:
 
 - the Rich console and a `Live` display that is only refreshed on demand (no refresh thread, so
   the training loop alone decides when the terminal is redrawn), throttled to
@@ -10,7 +10,9 @@
   length, last checkpoint path and current iteration;
 - `start` / `log_status` / `log_save` / `update_ep_length` / `finish` / `close`.
 
-Subclasses build the dashboard (`_build_display`) and decide which scalars to log.
+Subclasses build the dashboard (`_build_display`) and decide which scalars to log. The
+TensorBoard writer and the wandb import are `backends`; the console override and the number
+formats `console`.
 
 Deviations from the reference (UniLab's torch ``unilab.logging.common``):
 
@@ -32,14 +34,11 @@ Deviations from the reference (UniLab's torch ``unilab.logging.common``):
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import importlib
 import math
 import os
-import socket
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console, RenderableType
@@ -47,6 +46,19 @@ from rich.live import Live
 from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
+
+from unilab_jax.logging.backends import (
+    WANDB_INSTALL_HINT,
+    TensorBoardScalarWriter,
+    _default_tensorboard_dir,
+    _load_wandb,
+)
+from unilab_jax.logging.console import (
+    _console_override,
+    format_duration,
+    format_number,
+    use_console,
+)
 
 __all__ = [
     "BaseTrainingLogger",
@@ -62,112 +74,6 @@ REWARD_MEAN_WINDOW = 50
 # Trend arrow: mean of the last TREND_WINDOW entries against the TREND_WINDOW before them.
 TREND_WINDOW = 10
 TREND_TOLERANCE = 0.05
-WANDB_INSTALL_HINT = "pip install 'unilab-jax[wandb]'"
-
-_console_override: contextvars.ContextVar[Console | None] = contextvars.ContextVar(
-    "unilab_jax_logging_console", default=None
-)
-
-
-@contextlib.contextmanager
-def use_console(console: Console) -> Iterator[Console]:
-    """Make loggers constructed inside the block print to ``console``.
-
-    The logger constructors have a fixed, documented signature, so the console cannot be a
-    constructor argument; this is the supported way to redirect output (tests, notebooks).
-    """
-    token = _console_override.set(console)
-    try:
-        yield console
-    finally:
-        _console_override.reset(token)
-
-
-def format_number(value: float) -> str:
-    """Compact number format of the dashboard.
-
-    ``|x| >= 1e6`` -> ``1.23e+06``; ``>= 100`` -> one decimal; ``>= 1`` -> three decimals;
-    ``>= 1e-3`` -> four decimals; smaller -> scientific. Exact zero is ``0.0000`` rather than
-    ``0.00e+00`` because zero losses/metrics are common and the scientific form reads as noise.
-    """
-    x = float(value)
-    if not math.isfinite(x):
-        return str(x)
-    magnitude = abs(x)
-    if magnitude >= 1e6:
-        return f"{x:.2e}"
-    if magnitude >= 100:
-        return f"{x:.1f}"
-    if magnitude >= 1:
-        return f"{x:.3f}"
-    if magnitude >= 1e-3 or x == 0.0:
-        return f"{x:.4f}"
-    return f"{x:.2e}"
-
-
-def format_duration(seconds: float) -> str:
-    """``45s``, ``2m05s`` or ``1h02m05s`` (whole seconds, truncated)."""
-    total = max(int(seconds), 0)
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m{secs:02d}s"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-class TensorBoardScalarWriter:
-    """Scalar-only TensorBoard writer that needs neither torch nor TensorFlow.
-
-    Writes ``Event`` records whose summary value is a ``simple_value``, which TensorBoard's
-    scalar dashboard and ``EventAccumulator.Scalars`` read directly.
-    """
-
-    def __init__(self, log_dir: str, flush_secs: float = 30.0) -> None:
-        # Imported here so a missing tensorboard only disables this backend.
-        from tensorboard.compat.proto import event_pb2, summary_pb2
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-        self._event_pb2 = event_pb2
-        self._summary_pb2 = summary_pb2
-        self.log_dir = log_dir
-        self._writer = EventFileWriter(log_dir, flush_secs=flush_secs)
-        self._closed = False
-
-    def add_scalar(self, tag: str, value: float, step: int) -> None:
-        """Append one scalar point; silently ignored after `close`."""
-        if self._closed:
-            return
-        summary = self._summary_pb2.Summary(
-            value=[self._summary_pb2.Summary.Value(tag=tag, simple_value=float(value))]
-        )
-        event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
-        self._writer.add_event(event)
-
-    def flush(self) -> None:
-        """Write buffered events to disk."""
-        if not self._closed:
-            self._writer.flush()
-
-    def close(self) -> None:
-        """Flush and close the event file (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self._writer.close()
-
-
-def _default_tensorboard_dir() -> str:
-    # Same convention as torch's SummaryWriter when no directory is given.
-    return os.path.join("runs", f"{time.strftime('%b%d_%H-%M-%S')}_{socket.gethostname()}")
-
-
-def _load_wandb() -> Any | None:
-    """The wandb module, or None when it is not installed (it is an optional extra)."""
-    try:
-        return importlib.import_module("wandb")
-    except ImportError:
-        return None
 
 
 class BaseTrainingLogger:

@@ -1,48 +1,11 @@
 """G1WalkFlat: the Unitree G1 humanoid (29 actuated joints) tracking a velocity command on flat
 ground.
 
-Model. The G1 MJCF (``robot_mjcf_path("g1")``, shipped by the ``mjlab`` package; it has no
-actuators, no floor and no keyframe) is edited with ``mujoco.MjSpec`` into an MJX-friendly model:
-
-* visual meshes and the IMU sensors are removed (inertias are explicit in the MJCF, so the
-  dynamics are unchanged; observations are computed from ``qpos``/``qvel``, not sensors);
-* a flat floor plane is added; the *only* contacts are 4 spheres (radius 1 cm) at the corners of
-  each foot sole against the floor (feet: contype 1 / conaffinity 0, floor: contype 0 /
-  conaffinity 1, every other geom contype = conaffinity = 0), condim 3, friction 0.8. So a step
-  has at most 8 sphere-plane contacts and no self-collision;
-* one position actuator per joint (29, in joint order, ``ctrl[i]`` drives ``qpos[7 + i]``) with
-  ``ctrlrange`` = the joint range and a force limit per motor class. Stiffness ``kp`` and the
-  damping (as *joint* damping, integrated implicitly by Euler) and rotor armature per group:
-
-  ========================  =====  =======  ========  =========
-  joints                    kp     damping  armature  force (N m)
-  ========================  =====  =======  ========  =========
-  hip pitch / yaw           100    3.0      0.010     88
-  hip roll                  100    3.0      0.025     139
-  knee                      150    4.0      0.025     139
-  ankle pitch               150    3.0      0.010     50
-  ankle roll                100    2.0      0.010     50
-  waist yaw                 100    3.0      0.010     88
-  waist roll / pitch        100    3.0      0.007     50
-  shoulders, elbow, wr.roll 40     1.0      0.004     25
-  wrist pitch / yaw         20     0.5      0.002     5
-  ========================  =====  =======  ========  =========
-
-* physics: timestep 0.004 s, Euler, Newton solver with 3 iterations and 6 line-search steps,
-  pyramidal friction cone; ``n_frames`` = 5, so the policy runs at 50 Hz (control_dt 0.02 s).
-  One Newton iteration is not enough for MJX under exploration: with uniform random actions
-  (128 envs x 300 steps) it produced joint speeds up to 650 rad/s and single-step rewards down
-  to -2626 (a training run's ``reward/ang_vel_xy`` block mean fell to -1930); 2 iterations
-  peaked at 90 rad/s, 3 at 61 (99.9th percentile 15, as with 4) with the lowest reward -8.4,
-  at 1.8x the cost per step of one iteration at 128 envs and 3.4x at 1024 (``bench/RESULTS.md``).
-  Constraint Jacobian and mass matrix: ``jacobian="auto"`` picks MuJoCo's sparse
-  representation when JAX's default backend is the CPU and the dense one elsewhere (MJX's own
-  choice below nv 60, the fast one on a GPU). On the CPU, MJX's dense path factorises the
-  35 x 35 mass matrix and Newton Hessian with the LAPACK-free Cholesky of
-  :mod:`unilab_jax.cpu_linalg` (above its unrolled size), and the sparse path is twice as fast
-  (measured here at 256 envs on 1 device, 1 Newton iteration: 257 vs 502 ms per control
-  step). Both are the same
-  physics; C MuJoCo (``sim_backend="mujoco"``) gets the same model.
+This module holds the task (:class:`G1WalkFlat`: commands, observation, reward, termination,
+initial state) and documents it below. The model (the mjlab G1 MJCF rebuilt with
+``mujoco.MjSpec``: contacts, actuators and their gains, physics options, and why) is
+``g1_model.py``; the tunable parameters, :class:`G1WalkFlatConfig`, are ``g1_config.py``. Both
+are re-exported here.
 
 qpos layout: ``[pelvis pos (3), pelvis quat wxyz (4), 29 joints]`` (nq 36); qvel: ``[pelvis
 linear velocity (3, world frame), pelvis angular velocity (3, pelvis frame), 29 joints]`` (nv 35).
@@ -110,7 +73,6 @@ not fall (rarely below -0.3 for long); the default value support is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -129,68 +91,12 @@ from unilab_jax.envs.mirror import (
     hinge_mirror,
     signs,
 )
-from unilab_jax.envs.robots.assets import robot_mjcf_path
 from unilab_jax.envs.robots.common import base_state
+from unilab_jax.envs.robots.g1_config import G1WalkFlatConfig
+from unilab_jax.envs.robots.g1_model import build_g1_model, foot_site_ids, standing_qpos
 
 __all__ = ["G1WalkFlat", "G1WalkFlatConfig", "build_g1_model"]
 
-
-@dataclass(frozen=True)
-class G1WalkFlatConfig:
-    """Tunable parameters of :class:`G1WalkFlat`."""
-
-    episode_length: int = 1000
-    n_frames: int = 5
-    timestep: float = 0.004
-    solver_iterations: int = 3
-    ls_iterations: int = 6
-    jacobian: str = "auto"  # "auto" (sparse on a CPU JAX backend, else dense), "dense", "sparse"
-    action_scale: float = 0.25
-    init_joint_noise: float = 0.05
-    # Velocity command ranges (vx, vy in m/s, yaw rate in rad/s) and the resampling period.
-    command_vx: tuple[float, float] = (-0.5, 1.0)
-    command_vy: tuple[float, float] = (-0.3, 0.3)
-    command_yaw: tuple[float, float] = (-0.5, 0.5)
-    command_resample_steps: int = 500
-    # Gait clock.
-    gait_period: float = 0.8
-    swing_height: float = 0.08
-    # Termination.
-    min_pelvis_height: float = 0.5
-    max_tilt_deg: float = 60.0
-    # Reward weights and kernel widths.
-    tracking_sigma: float = 0.25
-    w_tracking_lin_vel: float = 1.0
-    w_tracking_ang_vel: float = 0.5
-    w_alive: float = 0.1
-    w_feet_phase: float = 0.2
-    feet_phase_sigma: float = 0.005
-    w_lin_vel_z: float = 1.0
-    w_ang_vel_xy: float = 0.05
-    w_orientation: float = 1.0
-    w_action_rate: float = 0.01
-    w_joint_deviation: float = 0.1
-
-
-# (suffix pattern, kp, damping, armature, force limit); first match wins.
-_JOINT_GROUPS: tuple[tuple[str, float, float, float, float], ...] = (
-    ("hip_pitch_joint", 100.0, 3.0, 0.010, 88.0),
-    ("hip_yaw_joint", 100.0, 3.0, 0.010, 88.0),
-    ("hip_roll_joint", 100.0, 3.0, 0.025, 139.0),
-    ("knee_joint", 150.0, 4.0, 0.025, 139.0),
-    ("ankle_pitch_joint", 150.0, 3.0, 0.010, 50.0),
-    ("ankle_roll_joint", 100.0, 2.0, 0.010, 50.0),
-    ("waist_yaw_joint", 100.0, 3.0, 0.010, 88.0),
-    ("waist_roll_joint", 100.0, 3.0, 0.007, 50.0),
-    ("waist_pitch_joint", 100.0, 3.0, 0.007, 50.0),
-    ("wrist_pitch_joint", 20.0, 0.5, 0.002, 5.0),
-    ("wrist_yaw_joint", 20.0, 0.5, 0.002, 5.0),
-    ("shoulder_pitch_joint", 40.0, 1.0, 0.004, 25.0),
-    ("shoulder_roll_joint", 40.0, 1.0, 0.004, 25.0),
-    ("shoulder_yaw_joint", 40.0, 1.0, 0.004, 25.0),
-    ("elbow_joint", 40.0, 1.0, 0.004, 25.0),
-    ("wrist_roll_joint", 40.0, 1.0, 0.004, 25.0),
-)
 
 # Default pose (radians); joints not listed are 0.
 _DEFAULT_POSE: dict[str, float] = {
@@ -207,108 +113,6 @@ _DEFAULT_POSE: dict[str, float] = {
     "left_elbow_joint": 0.6,
     "right_elbow_joint": 0.6,
 }
-
-# Foot contact spheres, in the ankle-roll link frame (sole corners; the MJCF's foot capsules
-# span x in [-0.054, 0.132], y in [-0.026, 0.026] at z = -0.025 with radius 0.01).
-_FOOT_SPHERE_RADIUS = 0.01
-_FOOT_SPHERES = tuple((x, y, -0.025) for x in (-0.05, 0.125) for y in (-0.025, 0.025))
-_FEET = ("left", "right")
-
-
-def _g1_mjcf_path() -> str:
-    """The mjlab G1 MJCF (raises ``RobotAssetError`` with the pip command when missing)."""
-    return str(robot_mjcf_path("g1"))
-
-
-def _group_of(joint_name: str) -> tuple[float, float, float, float]:
-    for suffix, kp, damping, armature, force in _JOINT_GROUPS:
-        if joint_name.endswith(suffix):
-            return kp, damping, armature, force
-    raise ValueError(f"G1 joint {joint_name!r} has no actuator group")
-
-
-def build_g1_model(config: G1WalkFlatConfig) -> mujoco.MjModel:
-    """Compile the MJX-friendly G1 model described in the module docstring."""
-    spec = mujoco.MjSpec.from_file(_g1_mjcf_path())
-
-    # Visual meshes and sensors: not needed for physics or observations.
-    for geom in list(spec.geoms):
-        if geom.type == mujoco.mjtGeom.mjGEOM_MESH:
-            spec.delete(geom)
-    for mesh in list(spec.meshes):
-        spec.delete(mesh)
-    for sensor in list(spec.sensors):
-        spec.delete(sensor)
-    for exclude in list(spec.excludes):
-        spec.delete(exclude)
-
-    # No collisions except feet vs floor.
-    for geom in spec.geoms:
-        geom.contype = 0
-        geom.conaffinity = 0
-    spec.worldbody.add_geom(
-        name="floor",
-        type=mujoco.mjtGeom.mjGEOM_PLANE,
-        size=[0.0, 0.0, 0.05],
-        contype=0,
-        conaffinity=1,
-        condim=3,
-        friction=[0.8, 0.005, 0.0001],
-        rgba=[0.3, 0.35, 0.4, 1.0],
-    )
-    for side in _FEET:
-        foot = spec.body(f"{side}_ankle_roll_link")
-        for i, pos in enumerate(_FOOT_SPHERES):
-            foot.add_geom(
-                name=f"{side}_foot_sphere{i}",
-                type=mujoco.mjtGeom.mjGEOM_SPHERE,
-                size=[_FOOT_SPHERE_RADIUS, 0.0, 0.0],
-                pos=list(pos),
-                contype=1,
-                conaffinity=0,
-                condim=3,
-                friction=[0.8, 0.005, 0.0001],
-                density=0.0,  # massless: inertias stay the MJCF's
-                group=3,
-            )
-
-    # Position actuators; kd as joint damping (implicit in Euler), armature for the rotors.
-    for joint in spec.joints:
-        if joint.type != mujoco.mjtJoint.mjJNT_HINGE:
-            continue
-        kp, damping, armature, force = _group_of(joint.name)
-        joint.damping = [damping, 0.0, 0.0]
-        joint.armature = armature
-        act = spec.add_actuator(name=joint.name.removesuffix("_joint"), target=joint.name)
-        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        act.set_to_position(kp=kp)
-        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.ctrlrange = list(joint.range)
-        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.forcerange = [-force, force]
-
-    opt = spec.option
-    opt.timestep = config.timestep
-    opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
-    opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
-    opt.iterations = config.solver_iterations
-    opt.ls_iterations = config.ls_iterations
-    opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
-    opt.jacobian = _jacobian(config.jacobian)
-    model = spec.compile()
-    return model
-
-
-_JACOBIANS = {"dense": mujoco.mjtJacobian.mjJAC_DENSE, "sparse": mujoco.mjtJacobian.mjJAC_SPARSE}
-
-
-def _jacobian(choice: str) -> mujoco.mjtJacobian:
-    """The ``opt.jacobian`` for ``G1WalkFlatConfig.jacobian`` (see the module docstring)."""
-    if choice == "auto":
-        choice = "sparse" if jax.default_backend() == "cpu" else "dense"
-    if choice not in _JACOBIANS:
-        raise ValueError(f"jacobian must be 'auto', 'dense' or 'sparse', got {choice!r}")
-    return _JACOBIANS[choice]
 
 
 class G1WalkFlat(Task):
@@ -327,21 +131,8 @@ class G1WalkFlat(Task):
         self.joint_names = tuple(joint_names)
         default = np.array([_DEFAULT_POSE.get(n, 0.0) for n in joint_names])
         lo, hi = model.jnt_range[1:, 0], model.jnt_range[1:, 1]
-
         # Pelvis height that puts the lowest foot sphere on the floor in the default pose.
-        data = mujoco.MjData(model)
-        data.qpos[:] = 0.0
-        data.qpos[3] = 1.0
-        data.qpos[7:] = default
-        mujoco.mj_kinematics(model, data)
-        sphere_ids = [
-            mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, f"{s}_foot_sphere{i}")
-            for s in _FEET
-            for i in range(len(_FOOT_SPHERES))
-        ]
-        sole = float(np.min(data.geom_xpos[sphere_ids, 2])) - _FOOT_SPHERE_RADIUS
-        qpos0 = data.qpos.copy()
-        qpos0[2] = -sole
+        qpos0, self._site_rest_height = standing_qpos(model, default)
 
         self._default_qpos = jnp.asarray(qpos0, jnp.float32)
         self._default_joints = jnp.asarray(default, jnp.float32)
@@ -356,14 +147,7 @@ class G1WalkFlat(Task):
         ]
         self._upper_idx = jnp.asarray(upper, jnp.int32)
         self._torso = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "torso_link")
-        self._foot_sites = jnp.asarray(
-            [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, f"{s}_foot") for s in _FEET],
-            jnp.int32,
-        )
-        # Height of the foot sites above the floor when standing (subtracted from foot height).
-        data.qpos[:] = qpos0
-        mujoco.mj_kinematics(model, data)
-        self._site_rest_height = float(np.mean(data.site_xpos[np.asarray(self._foot_sites), 2]))
+        self._foot_sites = jnp.asarray(foot_site_ids(model), jnp.int32)
         self._mirror = self._build_mirror()
 
     @property

@@ -56,7 +56,7 @@ from unilab.algos.torch.common.networks import (
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
 from unilab.algos.torch.common.symmetry import augmented, check_mirror
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
-from unilab_jax.algos.config import SACConfig
+from unilab_jax.algos.hyperparams import SACConfig
 from unilab_jax.torch.actors import SACActor, sample_tanh_gaussian
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ from unilab.algos.torch.common.networks import (
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
 from unilab.algos.torch.common.symmetry import augmented, check_mirror
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
-from unilab_jax.algos.config import TD3Config
+from unilab_jax.algos.hyperparams import TD3Config
 from unilab_jax.torch.actors import TD3_LOG_STD_MAX, TD3_LOG_STD_MIN, TD3Actor
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ Differences from the reference runner:
   before ``learn``, or a config passed here) makes the core run its evaluation, and the
   summary then relays its figures (`_EVAL_KEYS`). ``trace_path`` is always None.
 
-Every ``model_<iteration>.pt`` carries the run's metadata (``run_state.checkpoint_meta``:
+Every ``model_<iteration>.pt`` carries the run's metadata (``checkpoints.checkpoint_meta``:
 algorithm, hyperparameters, sizes, task, ``sim_backend="mjx"``), so
 ``unilab_jax.load_policy`` reads it as it reads the core's checkpoints.
 
@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from unilab.algos.torch.offpolicy.run_state import checkpoint_meta, save_model
+from unilab.algos.torch.offpolicy.checkpoints import checkpoint_meta, save_model
 from unilab.algos.torch.registry import get_torch_algo
 from unilab_jax.config import TrainConfig
 from unilab_jax.interrupts import RunStopped
-from unilab_jax.loop import TrainState
+from unilab_jax.step import TrainState
 from unilab_jax.trainer import Trainer, train
 
 __all__ = ["draw_seed", "learn_with_jax"]
@@ -84,7 +84,7 @@ def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_ty
 
     Checkpoints ``<log_dir>/model_<iteration>.pt`` (``learner.get_state_dict()``) are written
     at multiples of ``config.save_interval`` and after the last iteration, each with the
-    run's metadata (``run_state.checkpoint_meta``). ``logger_type``: ``"tensorboard"``,
+    run's metadata (``checkpoints.checkpoint_meta``). ``logger_type``: ``"tensorboard"``,
     ``"wandb"``, or anything else for console only (``"no_print"`` silences the console too).
     Returns the reference's run summary plus ``backend``, ``compile_time_sec`` and
     ``warnings``; with ``config.eval_envs > 0`` also the core's evaluation figures

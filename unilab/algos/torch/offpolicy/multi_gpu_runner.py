@@ -108,6 +108,6 @@ class MultiGPUOffPolicyRunner(OffPolicyRunner):
         state = self.__dict__.copy()
         for key in ("learner", "_ctx", "_rank_context", "_interrupts"):
             state.pop(key, None)
-        state["_active_logger"] = None
+        state["_sinks"] = state["_saver"] = None
         state["_collector_process"] = None  # not our child there: watched through its pipe
         return state

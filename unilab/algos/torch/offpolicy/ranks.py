@@ -35,7 +35,7 @@ import torch.distributed as dist
 import torch.multiprocessing as torch_mp
 
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
-from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
+from unilab.algos.torch.offpolicy.worker import collector_kwargs, off_policy_collector_fn
 from unilab.ipc.async_runner import CollectorError
 from unilab_jax.interrupts import RunStopped, run_stopped
 
@@ -99,7 +99,7 @@ def learn_on_ranks(
             runner._rank_stop.value = guard.requested
         try:
             runner._open_run(None, max_iterations)
-            runner._start_collector(off_policy_collector_fn, runner._collector_kwargs())
+            runner._start_collector(off_policy_collector_fn, collector_kwargs(runner))
             world_size = runner.world_size
             print(f"[MultiGPURunner] Spawning {world_size} learner workers (port {port})")
             runner._rank_context = torch_mp.start_processes(

@@ -1,136 +1,32 @@
-"""Host-side bookkeeping of one torch-path run: what the collector reported, checkpoints, and
-the `last_run_summary` built from them (the reference's keys, in its order).
+"""Host-side bookkeeping of one torch-path run: what the collector reported, each iteration's
+record for the sinks, and the `last_run_summary` (the reference's keys, in its order).
 
-Checkpoints. Every ``model_<iteration>.pt`` the facade writes (both backends, `save_model`) is
-``learner.get_state_dict()`` plus one entry, ``"unilab_meta"`` (`META_KEY`, built by
-`checkpoint_meta`): JSON values only, so ``torch.load(path, weights_only=True)`` reads the
-file. It records what rebuilding the policy needs, which the learner's state alone does not:
-
-==================  ==========================================================================
-``format``          `META_FORMAT` (1)
-``algo``            the registry name of the learner's algorithm (``"sac"``, ``"td3"``)
-``learner``         its class name (``"FastSACLearner"``)
-``env``             the task the run trained on (a name of ``unilab_jax.envs``)
-``sim_backend``     ``"mujoco"`` or ``"mjx"``
-``obs_dim``         actor observation size; ``critic_obs_dim``, ``action_dim`` likewise
-``config``          ``{"train": TrainConfig, "algo": learner.config}`` as JSON, the layout of
-                    the core's ``run_config.json`` (``env_overrides`` included)
-``iteration``       the training iteration of this file
-``versions``        ``unilab_jax``, ``torch``, ``jax`` and ``python`` versions that wrote it
-==================  ==========================================================================
-
-The learners' ``load_state_dict`` read their own keys only, so a file with the entry loads
-into a learner as before, and a reference file (no entry) still loads too.
-``unilab_jax.load_policy(path)`` reads the entry to rebuild the deterministic policy in JAX
-(and so ``python -m unilab_jax.evaluate``, ``play`` and the export work on facade runs); a file
-without it cannot be read there.
+The torch loop reports through the core's sinks (``unilab_jax.sinks``): `RunState.record`
+turns an iteration into a block record of the core's layout (one iteration per block), which
+the checkpoint, health and console sinks then see, as on the JAX path. The collector's
+statistics arrive between iterations (`take_metrics`): its progress and timings go to the
+console panel as they come, its episode returns into the next record. The checkpoints
+themselves (``model_<it>.pt``, their metadata, the atomic write) are `checkpoints`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import platform
+import time
 from collections import deque
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
+from unilab.algos.torch.offpolicy.checkpoints import TorchCheckpointer, checkpoint_meta
 from unilab.ipc.async_runner import drain_queue
 from unilab.logging.trace_event import TraceRecorder
 from unilab_jax.config import TrainConfig
+from unilab_jax.interrupts import RunStopped, run_stopped
 from unilab_jax.logging import OffPolicyLogger
-from unilab_jax.sinks import HealthSink
+from unilab_jax.sinks import CheckpointSink, HealthSink, LoggerSink, RunInfo, SinkChain
 
-__all__ = ["META_FORMAT", "META_KEY", "RunState", "checkpoint_meta", "save_model"]
-
-#: The entry of a ``model_<iteration>.pt`` that records how to rebuild its policy.
-META_KEY = "unilab_meta"
-#: The version of that entry's layout (a reader refuses a newer one).
-META_FORMAT = 1
-
-
-def checkpoint_meta(learner: Any, config: TrainConfig, sim_backend: str) -> dict[str, Any]:
-    """The ``"unilab_meta"`` entry (all but ``iteration``, which `save_model`'s caller adds) of
-    the checkpoints of ``learner`` trained as ``config`` says on ``sim_backend``.
-
-    ``config`` is the run's ``TrainConfig`` (the facade's ``runner.config``); for a learner
-    trained elsewhere, ``TrainConfig(env=..., algo=...)`` records the task. Raises
-    ``ValueError`` for a learner of no registered algorithm.
-    """
-    from unilab.algos.torch.registry import TORCH_ALGOS
-
-    algo = next(
-        (name for name, spec in TORCH_ALGOS.items() if isinstance(learner, spec.learner_cls)),
-        None,
-    )
-    if algo is None:
-        raise ValueError(
-            f"{type(learner).__name__} is not a learner of a registered algorithm "
-            f"({', '.join(spec.learner_cls.__name__ for spec in TORCH_ALGOS.values())})"
-        )
-    return {
-        "format": META_FORMAT,
-        "algo": algo,
-        "learner": type(learner).__name__,
-        "env": config.env,
-        "sim_backend": sim_backend,
-        "obs_dim": int(learner.obs_dim),
-        "critic_obs_dim": int(learner.critic_obs_dim),
-        "action_dim": int(learner.action_dim),
-        "config": {
-            "train": _json_settings(config.replace(algo=algo)),
-            "algo": _json_settings(learner.config),
-        },
-        "versions": _versions(),
-    }
-
-
-def _json_settings(settings: Any) -> dict[str, Any]:
-    """A settings dataclass as JSON values, in the layout of ``unilab_jax.trainer.run_config``
-    (not imported here: it pulls in orbax, seconds of start-up on the torch path)."""
-    return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
-
-
-def _versions() -> dict[str, str | None]:
-    import importlib.metadata
-
-    import jax
-    import torch
-
-    try:
-        ours = importlib.metadata.version("unilab-jax")
-    except importlib.metadata.PackageNotFoundError:  # a source tree that is not installed
-        ours = None
-    return {
-        "unilab_jax": ours,
-        "torch": str(torch.__version__),
-        "jax": jax.__version__,
-        "python": platform.python_version(),
-    }
-
-
-def save_model(learner: Any, path: Path, meta: Mapping[str, Any] | None = None) -> str:
-    """``torch.save(learner.get_state_dict())`` as ``path``, with ``meta`` (`checkpoint_meta`
-    plus ``iteration``) as its ``"unilab_meta"`` entry when given; atomically: written beside
-    it and renamed into place, so an interrupted save never leaves a truncated
-    ``model_<it>.pt``."""
-    import torch
-
-    state = learner.get_state_dict()
-    if meta is not None:
-        state[META_KEY] = dict(meta)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return str(path)
+__all__ = ["RunState", "late_stop", "open_sinks", "stop_line"]
 
 
 class RunState:
@@ -148,50 +44,54 @@ class RunState:
         self.mean_ep_length: float | None = None
         self.last_checkpoint: str | None = None
         self.trace_path: str | None = None
-        self.health: HealthSink | None = None
         self.warnings: list[str] = []
         self.config: TrainConfig | None = None
-        """The run's settings (`describe`), recorded in its checkpoints."""
-        self.checkpoint_meta: dict[str, Any] | None = None
+        """The run's settings (recorded in its checkpoints)."""
+        self.started = time.perf_counter()
+        self._new_returns: list[float] = []  # the collector's reports since the last record
+        self._done_rates: tuple[float, float] | None = None
 
-    def describe(self, learner: Any, config: TrainConfig, sim_backend: str) -> None:
-        """The run's settings: its checkpoints record them (`checkpoint_meta`)."""
-        self.config = config
-        self.checkpoint_meta = checkpoint_meta(learner, config, sim_backend)
+    def record(
+        self, iteration: int, metrics: dict[str, float], buffer_rows: int, timing: dict[str, float]
+    ) -> dict[str, Any]:
+        """This iteration as a block record of the core's layout (``unilab_jax.sinks``; the
+        collector's latest statistics, its returns reported since the last record)."""
+        self.completed = iteration
+        returns, self._new_returns = self._new_returns, []
+        timeout, terminated = self._done_rates or (None, None)
+        return {
+            "iteration": iteration,
+            "env_steps": self.total_env_steps,
+            "episodes": None,  # the collector reports means, not episode counts
+            "mean_return": returns[-1] if returns else None,
+            "mean_length": self.mean_ep_length,
+            "timeout_rate": timeout,
+            "terminated_rate": terminated,
+            "learning": True,
+            "buffer_rows": buffer_rows,
+            "learner": metrics,
+            "components": self.reward_components,
+            "sec_per_iter": timing["train_time"],
+            "elapsed_sec": time.perf_counter() - self.started,
+            "timing": timing,
+        }
 
-    def save(self, learner: Any, iteration: int) -> str:
-        """Write ``<log_dir>/model_<iteration>.pt`` (`save_model`, with the run's metadata once
-        `describe` gave it); it becomes the summary's ``last_checkpoint``."""
-        meta = self.checkpoint_meta
-        meta = None if meta is None else {**meta, "iteration": int(iteration)}
-        path = self.log_dir / f"model_{iteration}.pt"
-        self.last_checkpoint = save_model(learner, path, meta)
-        return self.last_checkpoint
-
-    def watch_support(self, config: Any) -> None:
-        """Warn when the learner's C51 support clips its targets (``HealthSink``'s check):
-        30 iterations in a row with more than 5% of the target mass beyond an edge."""
-        if all(hasattr(config, name) for name in ("v_min", "v_max", "gamma")):  # C51 learners
-            self.health = HealthSink(
-                config.v_min, config.v_max, config.gamma, patience=30, unit="iterations"
-            )
-
-    def check_health(self, metrics: dict[str, float]) -> list[str]:
-        """New warnings for this iteration's learner metrics (kept for the summary)."""
-        if self.health is None:
-            return []
-        new = (self.health.block({"learner": metrics}, None) or {}).get("warnings", [])
-        self.warnings.extend(new)
-        return new
+    def reported(self, record: dict[str, Any]) -> None:
+        """What the sinks added to an iteration's record: its checkpoint and warnings."""
+        if record.get("checkpoint"):
+            self.last_checkpoint = record["checkpoint"]
+        self.warnings.extend(record.get("warnings", ()))
 
     def take_metrics(self, metrics_queue: Any, logger: OffPolicyLogger) -> None:
         """Everything the collector sent since the last call: trace events, episode
-        statistics, timings and done rates."""
+        statistics, timings and done rates (shown on ``logger``'s panel at once; the returns
+        go into the next `record`)."""
         for message in drain_queue(metrics_queue):
             if "trace_events" in message and self.recorder is not None:
                 self.recorder.extend(message["trace_events"])
             if "mean_ep_reward" in message:
                 self.reward_snapshots.append(message["mean_ep_reward"])
+                self._new_returns.append(message["mean_ep_reward"])
             if "mean_ep_length" in message:
                 self.mean_ep_length = message["mean_ep_length"]
                 logger.update_ep_length(message["mean_ep_length"])
@@ -200,13 +100,10 @@ class RunState:
             if "collector_timing_ms" in message:
                 logger.update_collector_timing(message["collector_timing_ms"])
             if "timeout_rate" in message:
-                logger.update_done_rates(message["timeout_rate"], message["terminated_rate"])
-            if "total_steps" in message:
-                logger.log_collector(
-                    message["total_steps"],
-                    message["buffer_size"],
-                    message.get("mean_ep_reward", 0.0),
-                )
+                self._done_rates = (message["timeout_rate"], message["terminated_rate"])
+                logger.update_done_rates(*self._done_rates)
+            if "total_steps" in message:  # progress only: the returns go into the next record
+                logger.log_collector(message["total_steps"], message["buffer_size"])
 
     def summary_line(self) -> str:
         """The summary panel's lines below the total env steps (rich markup): the training
@@ -244,3 +141,82 @@ class RunState:
         if world_size > 1:
             summary["world_size"] = world_size
         return summary
+
+
+def open_sinks(
+    loop: Any, run: RunState, log_dir: str, logger_type: str
+) -> tuple[SinkChain, CheckpointSink, OffPolicyLogger]:
+    """Rank 0 of the torch loop ``loop``: the core's sinks of this run, started (checkpoints,
+    the value-support check, the console panel); returns them, their checkpoint sink and the
+    panel's logger, which the collector's statistics reach between iterations."""
+    meta = checkpoint_meta(loop.learner, run.config, loop.sim_backend)
+    saver = CheckpointSink(
+        TorchCheckpointer(run.log_dir, meta), run.config.save_interval,
+        run.config.max_iterations,
+    )  # fmt: skip
+    multi = loop.world_size > 1
+    panel = LoggerSink(
+        logger_type,
+        starting=f"{loop.world_size} learners" if multi else "Warming up...",
+        summary_lines=lambda summary: run.summary_line(),
+    )
+    sinks = [saver, *_health_sinks(loop.learner.config), panel]
+    chain = SinkChain(sinks)
+    chain.start(
+        RunInfo(
+            algo_name=loop._algo_name(), env_name=loop.env_name, num_envs=loop.num_envs,
+            obs_dim=loop.obs_dim, action_dim=loop.action_dim,
+            max_iterations=run.config.max_iterations,
+            env_steps_per_sync=loop.env_steps_per_sync,
+            train_start_rows=loop.config.train_start_rows, num_devices=loop.world_size,
+            log_dir=log_dir, start_iteration=0, config=meta["config"],
+            sync_collection=loop.sync_collection,
+        )
+    )  # fmt: skip
+    if getattr(loop.learner, "use_symmetry", False):  # the reference's status line
+        chain.status("Symmetry augmentation: enabled")
+    for status in loop._batches.statuses(loop):
+        chain.status(status)
+    return chain, saver, panel.log
+
+
+def _health_sinks(config: Any) -> list[HealthSink]:
+    """The core's value-support check for a C51 learner: a warning after 30 iterations in a
+    row with more than 5% of the target mass beyond an edge of the support."""
+    if not all(hasattr(config, name) for name in ("v_min", "v_max", "gamma")):
+        return []
+    return [HealthSink(config.v_min, config.v_max, config.gamma, patience=30,
+                       unit="iterations")]  # fmt: skip
+
+
+def late_stop(signum: int, summary: dict[str, Any] | None) -> RunStopped:
+    """The `RunStopped` of a signal that came once the last iteration was done (and saved):
+    the process was still asked to stop, as the core does (summary status "completed")."""
+    summary = summary or {}
+    checkpoint = summary.get("last_checkpoint")
+    saved = f"saved checkpoint {checkpoint}" if checkpoint else "nothing to save"
+    done = summary.get("completed_iterations") or 0
+    return run_stopped(signum, done, checkpoint, summary, saved)
+
+
+def stop_line(ended: BaseException, log_dir: str, summary: dict[str, Any] | None) -> str:
+    """The one line a signal-stopped run writes to stderr: where it saved, how to resume."""
+    if isinstance(ended, RunStopped):
+        if ended.checkpoint is None:
+            return str(ended)
+        return (
+            f"{ended}. To resume, load it into the learner with "
+            f"learner.load_state_dict(torch.load({ended.checkpoint!r})) and call learn again"
+        )
+    checkpoint = (summary or {}).get("last_checkpoint")
+    if checkpoint is None:  # several ranks, or the summary was not written
+        saved = sorted(Path(log_dir).glob("model_*.pt"), key=_checkpoint_iteration)
+        checkpoint = str(saved[-1]) if saved else None
+    where = f"last checkpoint {checkpoint}" if checkpoint else f"no checkpoint in {log_dir}"
+    return f"{ended}; {where}"
+
+
+def _checkpoint_iteration(path: Path) -> int:
+    """N of `model_N.pt` (-1 for another name)."""
+    suffix = path.stem.removeprefix("model_")
+    return int(suffix) if suffix.isdigit() else -1

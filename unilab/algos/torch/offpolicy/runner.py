@@ -23,7 +23,7 @@ runner.config.replace(eval_envs=64)` before `learn` makes the core evaluate the 
 policy (every `eval_interval` iterations and after the last) and `last_run_summary` relays its
 figures (`eval_mean_return`, ...); the torch path runs none. Either way every
 `model_<iteration>.pt` records the run's hyperparameters, sizes and task
-(`run_state.checkpoint_meta`), so `unilab_jax.load_policy(log_dir)` rebuilds its deterministic
+(`checkpoints.checkpoint_meta`), so `unilab_jax.load_policy(log_dir)` rebuilds its deterministic
 policy and `python -m unilab_jax.evaluate LOG_DIR` (or `play`, or the export) runs it.
 
 The algorithm-specific pieces (learner class, collector actor, converters, exploration) come
@@ -87,12 +87,11 @@ import torch
 
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
 from unilab.algos.torch.offpolicy import settings
-from unilab.algos.torch.offpolicy.run_state import RunState
+from unilab.algos.torch.offpolicy.run_state import RunState, stop_line
 from unilab.algos.torch.offpolicy.settings import SIM_BACKENDS
 from unilab.algos.torch.offpolicy.torch_loop import RUN_IPC_ATTRIBUTES, TorchLoop
 from unilab.algos.torch.registry import actor_kwargs_from_learner, build_actor, get_torch_algo
 from unilab_jax.interrupts import ImmediateStop, RunStopped
-from unilab_jax.logging import OffPolicyLogger
 
 __all__ = ["SIM_BACKENDS", "OffPolicyRunner"]
 
@@ -152,7 +151,6 @@ class OffPolicyRunner(TorchLoop):
         self.trace_enabled, self.trace_output_dir = trace_enabled, trace_output_dir
         self.trace_thread_time, self.trace_cuda_events = trace_thread_time, trace_cuda_events
         self.last_run_summary: dict[str, Any] | None = None
-        self._active_logger: OffPolicyLogger | None = None
 
         learner_device = torch.device(getattr(learner, "device", "cpu"))
         self.device = torch.device(device) if device is not None else learner_device
@@ -218,11 +216,12 @@ class OffPolicyRunner(TorchLoop):
             self._learn_torch(max_iterations, save_interval, log_dir, logger_type)
 
     def close(self) -> None:
-        """Close the logger (restores the terminal), stop the collector, free shared memory."""
-        logger, self._active_logger = self._active_logger, None
+        """Close the run's sinks (the logger restores the terminal), stop the collector, free
+        shared memory."""
+        sinks, self._sinks, self._saver = self._sinks, None, None
         try:
-            if logger is not None:
-                logger.close()
+            if sinks is not None:
+                sinks.close()
         finally:
             super().close()
             # Drop the run's IPC handles: their named semaphores are unlinked once unreferenced.
@@ -246,10 +245,10 @@ class OffPolicyRunner(TorchLoop):
             )
         except RunStopped as stop:  # the core saved, restored the terminal and stopped
             self.last_run_summary = stop.summary
-            print(f"\n{self._stop_line(stop, log_dir)}", file=sys.stderr, flush=True)
+            print(f"\n{stop_line(stop, log_dir, self.last_run_summary)}", file=sys.stderr)
             raise
         except ImmediateStop as stop:
-            print(f"\n{self._stop_line(stop, log_dir)}", file=sys.stderr, flush=True)
+            print(f"\n{stop_line(stop, log_dir, self.last_run_summary)}", file=sys.stderr)
             raise
 
     def _algo_name(self) -> str:

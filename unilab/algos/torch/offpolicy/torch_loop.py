@@ -6,7 +6,7 @@
   same loop in N spawned learner ranks (`ranks.learn_on_ranks`), where rank 0 waits for data
   and tells the others to go on or stop, the normaliser statistics are broadcast from rank 0,
   gradients are all-reduced inside the learners, and rank 0 alone publishes, logs and saves.
-- a batch source (`BatchSource`): where an iteration's `updates_per_step` batches come from.
+- a batch source (`batch_sources.BatchSource`): where an iteration's `updates_per_step` batches come from.
   `RingBatches` (the A path) samples them from the shared replay ring in the learner;
   `double_buffer_runner.DoubleBufferBatches` (the B path) takes the batch the collector packed
   and the H2D thread prefetched, and releases the collector before training.
@@ -14,9 +14,12 @@
 One iteration: wait for this iteration's data (sync: one new chunk, past the start threshold
 `TrainConfig.train_start_rows`), take the collector's metrics, feed the normaliser, let the
 batch source prepare, run the update schedule (`common.updates.run_updates`), publish the
-actor (and statistics) through `SharedWeightSync`, release the collector, log; checkpoint
-every `save_interval` iterations and after the last one (`RunState.save`: each
-`model_<N>.pt` records the run's hyperparameters, `run_state.checkpoint_meta`). After the last
+actor (and statistics) through `SharedWeightSync`, release the collector, then hand the
+iteration's record (`RunState.record`, the core's block layout) to the core's sinks
+(``unilab_jax.sinks``), as the JAX loop does: `CheckpointSink` saves every `save_interval`
+iterations and after the last one (`checkpoints.TorchCheckpointer`: each `model_<N>.pt` records
+the run's hyperparameters, `checkpoints.checkpoint_meta`), `HealthSink` warns of a value
+support that clips the targets, `LoggerSink` draws the panel and writes the scalars. After the last
 iteration (or a signal's stop) rank 0 stops the collector first and then counts the env steps
 it collected: the one number the summary's `total_env_steps` and the panel's "Total env steps"
 report (`_end_collection`).
@@ -37,7 +40,6 @@ ranks the parent forwards the request to rank 0 (`ranks`).
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import functools
 import queue
@@ -47,13 +49,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from unilab.algos.torch.common.updates import run_updates
 from unilab.algos.torch.offpolicy import ranks
-from unilab.algos.torch.offpolicy.run_state import RunState
-from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
+from unilab.algos.torch.offpolicy.batch_sources import BatchSource, RingBatches
+from unilab.algos.torch.offpolicy.run_state import RunState, late_stop, open_sinks, stop_line
+from unilab.algos.torch.offpolicy.worker import collector_kwargs, off_policy_collector_fn
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
 from unilab.ipc.async_runner import AsyncRunner
 from unilab.logging.trace_event import TraceRecorder, maybe_span
@@ -67,6 +69,7 @@ from unilab_jax.interrupts import (
     stop_requested,
 )
 from unilab_jax.logging import OffPolicyLogger
+from unilab_jax.sinks import CheckpointSink, SinkChain
 
 __all__ = ["RUN_IPC_ATTRIBUTES", "TRACE_FILE", "BatchSource", "RingBatches", "TorchLoop"]
 
@@ -85,50 +88,6 @@ RUN_IPC_ATTRIBUTES = (
 )
 
 
-def _checkpoint_iteration(path: Path) -> int:
-    """N of `model_N.pt` (-1 for another name)."""
-    suffix = path.stem.removeprefix("model_")
-    return int(suffix) if suffix.isdigit() else -1
-
-
-class BatchSource(abc.ABC):
-    """Where the torch loop's batches come from. Hooks take the runner, so one source serves
-    any runner; only `sample` must be written."""
-
-    def open(self, runner: TorchLoop, max_iterations: int) -> None:
-        """Create this source's resources of one run (after the ring and the weight block)."""
-        del runner, max_iterations  # the ring needs nothing beyond the run's replay buffer
-
-    def collector_kwargs(self) -> dict[str, Any]:
-        """Extra keyword arguments of `off_policy_collector_fn`."""
-        return {}
-
-    def statuses(self, runner: TorchLoop) -> list[str]:
-        """Lines the logger shows at the start of a run."""
-        return []
-
-    def prepare(self, runner: TorchLoop, iteration: int, run: RunState) -> tuple[float, bool]:
-        """Before training: returns (seconds waited for the batch, collector released)."""
-        return 0.0, False
-
-    @abc.abstractmethod
-    def sample(
-        self, runner: TorchLoop, iteration: int, rec: TraceRecorder | None
-    ) -> dict[str, torch.Tensor]:
-        """All `updates_per_step` batches of this iteration, as one batch of columns."""
-
-
-class RingBatches(BatchSource):
-    """The A path: the learner samples the shared replay ring, once per iteration."""
-
-    def sample(
-        self, runner: TorchLoop, iteration: int, rec: TraceRecorder | None
-    ) -> dict[str, torch.Tensor]:
-        total = runner._local_batch_size() * runner.updates_per_step
-        with maybe_span(rec, "learner/replay_sample", cat="learner", total_batch=total):
-            return runner.replay_buffer.sample(total)
-
-
 class TorchLoop(AsyncRunner):
     """The torch path's loop (see the module docstring); `OffPolicyRunner` sets the settings
     it reads (`learner`, sizes, `config.train_start_rows`, trace and sync options)."""
@@ -139,6 +98,9 @@ class TorchLoop(AsyncRunner):
     _interrupts: StopSignals | None = None
     #: Several ranks: the parent's stop request (a shared int, the signal number; 0: none).
     _rank_stop: Any = None
+    #: Rank 0 while a run reports: its sinks (`run_state.open_sinks`) and their checkpoint sink.
+    _sinks: SinkChain | None = None
+    _saver: CheckpointSink | None = None
 
     def _learn_torch(
         self, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
@@ -165,9 +127,10 @@ class TorchLoop(AsyncRunner):
                     ranks.stop_ranks(self)
                     self.close()
                     if ended is None and guard.requested is not None:
-                        ended = late = self._late_stop(guard.requested)
+                        ended = late = late_stop(guard.requested, self.last_run_summary)
                     if isinstance(ended, (RunStopped, ImmediateStop)):
-                        print(f"\n{self._stop_line(ended, log_dir)}", file=sys.stderr, flush=True)
+                        line = stop_line(ended, log_dir, self.last_run_summary)
+                        print(f"\n{line}", file=sys.stderr, flush=True)
                 # No frame -> exception -> traceback -> frame cycle: it would keep the runner
                 # (and the semaphores of a batch source's queues) alive until a gc pass.
                 ended = None
@@ -177,41 +140,15 @@ class TorchLoop(AsyncRunner):
             finally:
                 late = None
 
-    def _late_stop(self, signum: int) -> RunStopped:
-        """The `RunStopped` of a signal that came once the last iteration was done (and saved):
-        the process was still asked to stop, as the core does (summary status "completed")."""
-        summary = self.last_run_summary or {}
-        checkpoint = summary.get("last_checkpoint")
-        saved = f"saved checkpoint {checkpoint}" if checkpoint else "nothing to save"
-        done = summary.get("completed_iterations") or 0
-        return run_stopped(signum, done, checkpoint, summary, saved)
-
     def _learn_here(
         self, max_iterations: int, save_interval: int, log_dir: str, logger_type: str
     ) -> None:
         """A single learner: collector, shared memory and the loop in this process."""
         run = RunState(self._make_recorder(log_dir), Path(log_dir))
-        run.watch_support(self.learner.config)
         with self._recording(run):
             self._open_run(run.recorder, max_iterations)
-            self._start_collector(off_policy_collector_fn, self._collector_kwargs())
+            self._start_collector(off_policy_collector_fn, collector_kwargs(self))
             self._run_loop(run, max_iterations, save_interval, log_dir, logger_type)
-
-    def _stop_line(self, ended: BaseException, log_dir: str) -> str:
-        """The one line a signal-stopped run writes to stderr: where it saved, how to resume."""
-        if isinstance(ended, RunStopped):
-            if ended.checkpoint is None:
-                return str(ended)
-            return (
-                f"{ended}. To resume, load it into the learner with "
-                f"learner.load_state_dict(torch.load({ended.checkpoint!r})) and call learn again"
-            )
-        checkpoint = (self.last_run_summary or {}).get("last_checkpoint")
-        if checkpoint is None:  # several ranks, or the summary was not written
-            saved = sorted(Path(log_dir).glob("model_*.pt"), key=_checkpoint_iteration)
-            checkpoint = str(saved[-1]) if saved else None
-        where = f"last checkpoint {checkpoint}" if checkpoint else f"no checkpoint in {log_dir}"
-        return f"{ended}; {where}"
 
     def _forward_stop_request(self, signum: int) -> None:
         """Signal handler hook (first signal): several ranks learn of it through `_rank_stop`."""
@@ -242,8 +179,6 @@ class TorchLoop(AsyncRunner):
         if recorder is not None:
             self.weight_sync.recorder = recorder
         run = RunState(recorder, Path(log_dir), lead=lead)
-        if lead:
-            run.watch_support(self.learner.config)
         try:
             with self._recording(run):
                 self._run_loop(run, max_iterations, save_interval, log_dir, logger_type)
@@ -282,27 +217,24 @@ class TorchLoop(AsyncRunner):
         self, run: RunState, max_iterations: int, save_interval: int, log_dir: str,
         logger_type: str,
     ) -> None:  # fmt: skip
-        logger = self._make_logger(max_iterations, log_dir, logger_type) if run.lead else None
-        if run.lead:  # what the checkpoints record (`run_state.checkpoint_meta`)
-            config = self.config.replace(max_iterations=max_iterations, save_interval=save_interval)
-            run.describe(self.learner, config, self.sim_backend)
-        if logger is not None:
-            multi = self.world_size > 1
-            logger.start(status=f"{self.world_size} learners" if multi else "Warming up...")
+        logger = None
+        if run.lead:
+            run.config = self.config.replace(
+                max_iterations=max_iterations, save_interval=save_interval
+            )
+            self._sinks, self._saver, logger = open_sinks(self, run, log_dir, logger_type)
         with maybe_span(run.recorder, "learner/training_e2e", cat="learner"):
             try:
                 for iteration in range(1, max_iterations + 1):
                     # A stop request is checked where each iteration waits for its data
                     # (`_wait_for_data`, rank 0 only), before it trains.
                     self._iteration(iteration, run, logger)
-                    if logger is not None:
-                        self._maybe_save(iteration, save_interval, max_iterations, run, logger)
             except StopRequested as request:
                 self._stop_on_signal(request.signum, run, logger)
         self._end_collection(run, logger)
         run.status = "completed"
-        if logger is not None:
-            logger.finish(extra_summary=run.summary_line())
+        if self._sinks is not None:
+            self._sinks.finish(run.summary(time.perf_counter() - run.started, self.world_size))
 
     def _end_collection(self, run: RunState, logger: OffPolicyLogger | None) -> None:
         """Rank 0, once the last iteration is done (or a signal stopped the run): stop the
@@ -335,12 +267,10 @@ class TorchLoop(AsyncRunner):
         path = run.log_dir / f"model_{done}.pt"
         if done == 0:
             saved = "nothing to save (no iteration had finished)"
-        elif run.last_checkpoint == str(path):
-            checkpoint, saved = str(path), f"saved checkpoint {path}"
         else:
-            if logger is not None:
+            if run.last_checkpoint != str(path) and logger is not None:
                 logger.log_status(f"{name}: saving a checkpoint at iteration {done}...")
-            checkpoint = run.save(self.learner, done)
+            checkpoint = run.last_checkpoint = self._saver.save_final(done, self.learner)
             saved = f"saved checkpoint {path}"
             if logger is not None:
                 logger.log_save(checkpoint)
@@ -377,58 +307,6 @@ class TorchLoop(AsyncRunner):
         self._replay_read_ptr = 0
         self._batches.open(self, max_iterations)
 
-    def _collector_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `off_policy_collector_fn` (after `stop_event`)."""
-        return {
-            "env_name": self.env_name,
-            "num_envs": self.num_envs,
-            "replay_buffer": self.replay_buffer,
-            "weight_sync_name": self.weight_sync.name,
-            "weight_param_shapes": {
-                k: tuple(v.shape) for k, v in self.learner.actor.state_dict().items()
-            },
-            "algo_type": self.algo_type,
-            "actor_hidden_dim": self.actor_hidden_dim,
-            "use_layer_norm": self.use_layer_norm,
-            "learning_starts": self.learning_starts,
-            "metrics_queue": self.metrics_queue,
-            "weight_sync_lock": self.weight_sync._lock,
-            "sync_collection": self.sync_collection,
-            "collection_ready_queue": self.collection_ready_queue,
-            "trainer_done_queue": self.trainer_done_queue,
-            "env_steps_per_sync": self.env_steps_per_sync,
-            "obs_normalization": self.obs_normalization,
-            "shared_obs_normalizer_stats": self.obs_stats,
-            "sim_backend": self.sim_backend,
-            "env_cfg_override": self.env_cfg_override,
-            "obs_dim": self.obs_dim,
-            "action_dim": self.action_dim,
-            "actor_kwargs": self.actor_kwargs,
-            "seed": None if self.seed is None else self.seed + 1,
-            "trace_enabled": self.trace_enabled,
-            "trace_thread_time": self.trace_thread_time,
-            **self._batches.collector_kwargs(),
-        }
-
-    def _make_logger(self, max_iterations: int, log_dir: str, logger_type: str) -> OffPolicyLogger:
-        logger = OffPolicyLogger(
-            algo_name=self._algo_name(),
-            max_iterations=max_iterations,
-            num_envs=self.num_envs,
-            env_name=self.env_name,
-            obs_dim=self.obs_dim,
-            action_dim=self.action_dim,
-            log_dir=log_dir,
-            log_backend=logger_type,
-        )
-        self._active_logger = logger
-        logger.set_collection_sync(self.sync_collection, self.env_steps_per_sync)
-        if getattr(self.learner, "use_symmetry", False):  # the reference's status line
-            logger.log_status("Symmetry augmentation: enabled")
-        for status in self._batches.statuses(self):
-            logger.log_status(status)
-        return logger
-
     # -- one iteration ---------------------------------------------------------------------------
 
     def _iteration(self, iteration: int, run: RunState, logger: OffPolicyLogger | None) -> None:
@@ -442,23 +320,15 @@ class TorchLoop(AsyncRunner):
         if logger is None:
             return  # a follower rank: rank 0 publishes, logs and saves
         weight_sync_time = self._publish(run, release_collector=not released)
-        run.completed = iteration
         run.total_env_steps = int(self.replay_buffer.ptr.item())
-        snaps = run.reward_snapshots
-        logger.log_step(
-            iteration,
-            metrics=metrics,
-            reward=float(np.mean(snaps)) if snaps else None,
-            reward_metrics={"mean_ep100": snaps[-1]} if snaps else None,
-            reward_components=run.reward_components,
-            train_time=train_time,
-            wait_time=wait_time,
-            learner_incremental_h2d_time=h2d_time,
-            weight_sync_time=weight_sync_time,
-            extra_info={"throughput_steps": self.num_envs * self.env_steps_per_sync},
-        )
-        for text in run.check_health(metrics):
-            logger.log_warning(text)
+        timing = {
+            "train_time": train_time,
+            "wait_time": wait_time,
+            "learner_incremental_h2d_time": h2d_time,
+            "weight_sync_time": weight_sync_time,
+        }
+        record = run.record(iteration, metrics, len(self.replay_buffer), timing)
+        run.reported(self._sinks.block(record, self.learner))
 
     def _wait_phase(self, iteration: int, run: RunState, logger: OffPolicyLogger | None) -> float:
         """Rank 0 waits for this iteration's data, takes the collector's metrics and feeds the
@@ -559,13 +429,3 @@ class TorchLoop(AsyncRunner):
             except queue.Full:
                 pass  # raise outside the handler: a chained `Full` would keep the queue alive
             self.check_collector()
-
-    # -- checkpoints -----------------------------------------------------------------------------
-
-    def _maybe_save(
-        self, iteration: int, save_interval: int, max_iterations: int, run: RunState,
-        logger: OffPolicyLogger,
-    ) -> None:  # fmt: skip
-        periodic = save_interval > 0 and iteration % save_interval == 0
-        if periodic or iteration == max_iterations:
-            logger.log_save(run.save(self.learner, iteration))

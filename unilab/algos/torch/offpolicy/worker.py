@@ -10,6 +10,12 @@ exploration actions, step, write the transitions (the true final observation rep
 and, with `sync_collection`, hand over every `env_steps_per_sync` steps and wait for the
 learner. Every 10 steps a metrics message goes to the learner.
 
+This module holds the entry point `off_policy_collector_fn` and the loop (`_Collector`: set-up,
+step, sync hand-over, teardown). Its pieces: `collector_actor` (the actor's dims, build and
+check, its input and exploration actions; the documented helpers, re-exported here),
+`collector_stats` (timings, episode statistics, the metrics message) and `collector_pack`
+(serving the B path's pack requests).
+
 Deliberate deviations from the reference, each checked by a test:
 
 - No zero-action warm-up step: the first observation comes from the reset, so the first
@@ -36,76 +42,29 @@ from typing import Any
 import numpy as np
 import torch
 
-from unilab.algos.torch.common.normalization import NORMALIZER_EPS
-from unilab.algos.torch.registry import build_actor, get_torch_algo
+from unilab.algos.torch.offpolicy.collector_actor import (
+    build_collector_actor,
+    policy_input,
+    resolve_collector_actor_dims,
+    resolve_offpolicy_actor_priv_info,
+    sample_offpolicy_actions,
+)
+from unilab.algos.torch.offpolicy.collector_pack import POLL_S, PackServer
+from unilab.algos.torch.offpolicy.collector_stats import COLLECTOR_TIMING_KEYS, CollectorStats
 from unilab.ipc.async_runner import parent_alive
 from unilab.ipc.weight_sync import SharedWeightSync, _make_layout
 from unilab.logging.trace_event import TraceRecorder, maybe_span
 
 __all__ = [
     "COLLECTOR_TIMING_KEYS",
+    "collector_kwargs",
     "off_policy_collector_fn",
     "resolve_collector_actor_dims",
     "resolve_offpolicy_actor_priv_info",
     "sample_offpolicy_actions",
 ]
 
-#: Exclusive phases of one collector iteration, reported as average ms per iteration.
-COLLECTOR_TIMING_KEYS = (
-    "weight_sync_ms",
-    "action_select_ms",
-    "env_step_ms",
-    "replay_ms",
-    "sync_coordination_ms",
-)
-METRICS_EVERY = 10  # collector iterations between two metrics messages
-_POLL_S = 0.05
 _EXTRA_KWARGS = ("parent_pid", "nthread", "torch_threads")
-
-
-def resolve_collector_actor_dims(
-    env: Any, obs_dim: int | None = None, action_dim: int | None = None
-) -> tuple[int, int]:
-    """Resolve actor dims for the collector.
-
-    Prefer explicit dims from the parent process so learner and collector build identical
-    actor shapes on override-heavy env paths.
-    """
-    if obs_dim is None:
-        obs_dim = int(env.obs_groups_spec["obs"][0])
-    if action_dim is None:
-        action_dim = int(env.action_space.shape[0])
-    return int(obs_dim), int(action_dim)
-
-
-def sample_offpolicy_actions(
-    actor: torch.nn.Module,
-    algo_type: str,
-    obs_torch: torch.Tensor,
-    prev_dones_torch: torch.Tensor,
-    priv_info_torch: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Sample collector actions using the algorithm's exploration policy.
-
-    The policy is the torch registry's `explore` of `algo_type` (sac / td3:
-    `actor.explore(obs, dones=prev_dones, deterministic=False)`; TD3 resamples the noise scale
-    of envs whose previous step ended). Other algorithms raise `ValueError`.
-    """
-    explore = get_torch_algo(algo_type).explore
-    return explore(actor, obs_torch, prev_dones_torch, priv_info_torch)
-
-
-def resolve_offpolicy_actor_priv_info(
-    *, algo_type: str, obs_np: np.ndarray, critic_np: np.ndarray | None, info: Mapping[str, Any]
-) -> np.ndarray | None:
-    """Collector-side actor context for privileged off-policy actors: None.
-
-    The reference's privileged actor (HORA-SAC) read it from ``info["critic_info"]`` or the
-    critic columns beyond the actor's; neither algorithm of this project (``sac``, ``td3``) has
-    one, so the collector passes no context. The reference's signature, kept.
-    """
-    del algo_type, obs_np, critic_np, info
-    return None
 
 
 def off_policy_collector_fn(
@@ -211,20 +170,22 @@ class _Collector:
         self.sync = sync
         self.env_steps_per_sync = max(1, int(env_steps_per_sync))
         self.obs_stats = obs_stats
-        self.pack_requests, self.pack_ready, self.pack_slots = pack
-        self.pending_pack: dict[str, Any] | None = None
+        self.pack = PackServer(*pack)
         self.recorder = recorder
         self.parent_pid = parent_pid
         self.env: Any = None
         self.weights: SharedWeightSync | None = None
-        self.timing = dict.fromkeys(COLLECTOR_TIMING_KEYS, 0.0)
-        self.timing_steps = 0
-        self.returns: collections.deque[float] = collections.deque(maxlen=100)
-        self.lengths: collections.deque[float] = collections.deque(maxlen=100)
-        self.components: dict[str, list[float]] = {}
-        self.timeouts = 0
-        self.terminations = 0
-        self.total_steps = 0
+        self.stats = CollectorStats()
+
+    @property
+    def returns(self) -> collections.deque[float]:
+        """Returns of the last 100 finished episodes."""
+        return self.stats.returns
+
+    @property
+    def lengths(self) -> collections.deque[float]:
+        """Lengths of the last 100 finished episodes."""
+        return self.stats.lengths
 
     # -- setup / teardown ------------------------------------------------------------------
 
@@ -256,27 +217,16 @@ class _Collector:
         )  # MJX ignores nthread
         self.state = self.env.init_state() if self.env.state is None else self.env.state
         obs_dim, action_dim = resolve_collector_actor_dims(self.env, obs_dim, action_dim)
-        self.actor = build_actor(
-            self.algo_type, obs_dim, action_dim, hidden_dim, use_layer_norm, "cpu", num_envs,
-            **actor_kwargs,
+        self.actor, self.actor_state = build_collector_actor(
+            self.algo_type, obs_dim, action_dim, hidden_dim, use_layer_norm, num_envs,
+            actor_kwargs, weight_param_shapes,
         )  # fmt: skip
-        self.actor.eval()
-        self.actor_state = self.actor.state_dict()
-        shapes = {k: tuple(v.shape) for k, v in self.actor_state.items()}
-        expected = {k: tuple(v) for k, v in weight_param_shapes.items()}
-        if shapes != expected:
-            raise ValueError(
-                f"collector actor {shapes} does not match the learner's actor {expected}; "
-                "pass the learner's actor_hidden_dim / use_layer_norm / actor_kwargs"
-            )
         layout, _ = _make_layout(self.actor_state)
         self.weights = SharedWeightSync.attach(
             weight_sync_name, layout, weight_sync_lock, self.recorder
         )
         self.version = self.weights.read_weights_into(self.actor_state)
-        self.num_envs = num_envs
-        self.ep_return = np.zeros(num_envs, dtype=np.float64)
-        self.ep_length = np.zeros(num_envs, dtype=np.int64)
+        self.stats.start(num_envs)
         self.prev_dones = torch.zeros(num_envs)
 
     def shutdown(self) -> None:
@@ -310,12 +260,11 @@ class _Collector:
             pass  # the learner is behind on metrics; the next message carries fresh ones
 
     def _policy_input(self, obs: np.ndarray) -> torch.Tensor:
-        x = torch.from_numpy(obs)
-        stats = self.obs_stats.get() if self.obs_stats is not None else None
-        if stats is None:
-            return x
-        mean, std = stats
-        return (x - torch.from_numpy(mean)) / (torch.from_numpy(std) + NORMALIZER_EPS)
+        return policy_input(obs, self.obs_stats)
+
+    def _serve_pack_request(self) -> None:
+        """B path: pack one requested batch into its shared slot (`collector_pack`)."""
+        self.pack.serve(self.replay, self.recorder, self._stopping)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -327,10 +276,9 @@ class _Collector:
             if self.sync is not None and steps_since_sync >= self.env_steps_per_sync:
                 t0 = time.perf_counter()
                 self._handover()
-                self.timing["sync_coordination_ms"] += (time.perf_counter() - t0) * 1e3
+                self.stats.add_time("sync_coordination_ms", time.perf_counter() - t0)
                 steps_since_sync = 0
-            self.timing_steps += 1
-            if self.timing_steps >= METRICS_EVERY:
+            if self.stats.end_iteration():
                 self._send_metrics()
 
     def _step(self) -> None:
@@ -362,28 +310,12 @@ class _Collector:
             )  # fmt: skip
             self._serve_pack_request()
         t4 = time.perf_counter()
-        self._bookkeeping(nxt, dones)
+        self.stats.record_step(nxt, dones)
         self.prev_dones = torch.from_numpy(dones.astype(np.float32))
         self.state = nxt
         phases = (t1 - t0, t2 - t1, t3 - t2, t4 - t3)
         for key, dt in zip(COLLECTOR_TIMING_KEYS[:4], phases, strict=True):
-            self.timing[key] += dt * 1e3
-
-    def _bookkeeping(self, nxt: Any, dones: np.ndarray) -> None:
-        self.total_steps += self.num_envs
-        self.ep_return += nxt.reward
-        self.ep_length += 1
-        ended = np.flatnonzero(dones)
-        if ended.size:
-            self.returns.extend(self.ep_return[ended].tolist())
-            self.lengths.extend(self.ep_length[ended].tolist())
-            self.ep_return[ended] = 0.0
-            self.ep_length[ended] = 0
-            self.timeouts += int(np.count_nonzero(nxt.truncated))
-            self.terminations += int(np.count_nonzero(nxt.terminated & ~nxt.truncated))
-        for key, value in nxt.info.get("log", {}).items():
-            if key.startswith("reward/"):
-                self.components.setdefault(key, []).append(float(value))
+            self.stats.add_time(key, dt)
 
     def _handover(self) -> None:
         """Sync mode: announce a finished chunk, then wait until the learner releases us."""
@@ -391,14 +323,14 @@ class _Collector:
         with maybe_span(self.recorder, "collector/signal_ready", cat="collector"):
             while not self._stopping():
                 try:
-                    ready_q.put(True, timeout=_POLL_S)
+                    ready_q.put(True, timeout=POLL_S)
                     break
                 except queue.Full:
                     self._serve_pack_request()
         with maybe_span(self.recorder, "collector/wait_trainer_done", cat="collector"):
             while not self._stopping():
                 try:
-                    done_q.get(timeout=_POLL_S)
+                    done_q.get(timeout=POLL_S)
                     break
                 except queue.Empty:
                     self._serve_pack_request()
@@ -406,63 +338,42 @@ class _Collector:
             self._send({"trace_events": self.recorder.drain()})
 
     def _send_metrics(self) -> None:
-        steps = max(self.timing_steps, 1)
-        message: dict[str, Any] = {
-            "total_steps": self.total_steps,
-            "buffer_size": len(self.replay),
-            "collector_timing_ms": {k: v / steps for k, v in self.timing.items()},
-            "reward_components": {k: float(np.mean(v)) for k, v in self.components.items()},
-        }
-        if self.returns:
-            message["mean_ep_reward"] = float(np.mean(self.returns))
-            message["mean_ep_length"] = float(np.mean(self.lengths))
-        done_events = self.timeouts + self.terminations
-        if done_events:
-            message["timeout_rate"] = self.timeouts / done_events
-            message["terminated_rate"] = self.terminations / done_events
+        message = self.stats.take_message(len(self.replay))
         if self.recorder is not None:
             message["trace_events"] = self.recorder.drain()
         self._send(message)
-        self.timing = dict.fromkeys(COLLECTOR_TIMING_KEYS, 0.0)
-        self.timing_steps = 0
-        self.components = {}
-        self.timeouts = self.terminations = 0
 
-    # -- B path: pack sampled batches into shared host slots ---------------------------------
 
-    def _serve_pack_request(self) -> None:
-        """Pack one requested batch into its shared slot once the replay is new enough."""
-        if self.pack_requests is None:
-            return
-        if self.pending_pack is None:
-            try:
-                self.pending_pack = self.pack_requests.get_nowait()
-            except queue.Empty:
-                return
-        request = self.pending_pack
-        if int(self.replay.ptr.item()) < request["min_snapshot_ptr"]:
-            return  # deferred until a newer chunk is in the buffer
-        self.pending_pack = None
-        if request.get("learner_hot_gpu_slot") == request["shared_slot"]:
-            raise ValueError(
-                f"pack request {request['tick_id']} targets slot {request['shared_slot']}, "
-                "which the learner is reading"
-            )
-        begin = time.perf_counter_ns()
-        with maybe_span(self.recorder, "collector/cpu_pack_sample_batch", cat="collector"):
-            generator = torch.Generator().manual_seed(int(request["sample_seed"]))
-            rows = self.replay.sample_rows(int(request["sample_count"]), generator)
-            self.pack_slots[int(request["shared_slot"])].copy_(rows)
-        reply = {
-            "tick_id": request["tick_id"],
-            "shared_slot": request["shared_slot"],
-            "snapshot_ptr": int(self.replay.ptr.item()),
-            "pack_begin_ns": begin,
-            "pack_end_ns": time.perf_counter_ns(),
-        }
-        while not self._stopping():
-            try:
-                self.pack_ready.put(reply, timeout=_POLL_S)
-                return
-            except queue.Full:
-                continue
+def collector_kwargs(loop: Any) -> dict[str, Any]:
+    """Keyword arguments of `off_policy_collector_fn` (after `stop_event`) for a run of the
+    torch loop ``loop`` (`torch_loop.TorchLoop`), from its settings and the run's IPC handles."""
+    return {
+        "env_name": loop.env_name,
+        "num_envs": loop.num_envs,
+        "replay_buffer": loop.replay_buffer,
+        "weight_sync_name": loop.weight_sync.name,
+        "weight_param_shapes": {
+            k: tuple(v.shape) for k, v in loop.learner.actor.state_dict().items()
+        },
+        "algo_type": loop.algo_type,
+        "actor_hidden_dim": loop.actor_hidden_dim,
+        "use_layer_norm": loop.use_layer_norm,
+        "learning_starts": loop.learning_starts,
+        "metrics_queue": loop.metrics_queue,
+        "weight_sync_lock": loop.weight_sync._lock,
+        "sync_collection": loop.sync_collection,
+        "collection_ready_queue": loop.collection_ready_queue,
+        "trainer_done_queue": loop.trainer_done_queue,
+        "env_steps_per_sync": loop.env_steps_per_sync,
+        "obs_normalization": loop.obs_normalization,
+        "shared_obs_normalizer_stats": loop.obs_stats,
+        "sim_backend": loop.sim_backend,
+        "env_cfg_override": loop.env_cfg_override,
+        "obs_dim": loop.obs_dim,
+        "action_dim": loop.action_dim,
+        "actor_kwargs": loop.actor_kwargs,
+        "seed": None if loop.seed is None else loop.seed + 1,
+        "trace_enabled": loop.trace_enabled,
+        "trace_thread_time": loop.trace_thread_time,
+        **loop._batches.collector_kwargs(),
+    }

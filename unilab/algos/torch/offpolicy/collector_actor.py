@@ -1,0 +1,113 @@
+"""The off-policy collector's actor: its dims, its build (checked against the learner's), its
+normalised input and its exploration actions.
+
+The documented helpers `resolve_collector_actor_dims`, `sample_offpolicy_actions` and
+`resolve_offpolicy_actor_priv_info` live here and are re-exported by `worker`, their documented
+home. The policy input is normalised with the learner's own formula `(x - mean) / (std + eps)`,
+`eps = NORMALIZER_EPS` (the reference divided by `std + 1e-8` while the TD3 learner used
+`1e-2`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from unilab.algos.torch.common.normalization import NORMALIZER_EPS
+from unilab.algos.torch.registry import build_actor, get_torch_algo
+
+__all__ = [
+    "build_collector_actor",
+    "policy_input",
+    "resolve_collector_actor_dims",
+    "resolve_offpolicy_actor_priv_info",
+    "sample_offpolicy_actions",
+]
+
+
+def resolve_collector_actor_dims(
+    env: Any, obs_dim: int | None = None, action_dim: int | None = None
+) -> tuple[int, int]:
+    """Resolve actor dims for the collector.
+
+    Prefer explicit dims from the parent process so learner and collector build identical
+    actor shapes on override-heavy env paths.
+    """
+    if obs_dim is None:
+        obs_dim = int(env.obs_groups_spec["obs"][0])
+    if action_dim is None:
+        action_dim = int(env.action_space.shape[0])
+    return int(obs_dim), int(action_dim)
+
+
+def sample_offpolicy_actions(
+    actor: torch.nn.Module,
+    algo_type: str,
+    obs_torch: torch.Tensor,
+    prev_dones_torch: torch.Tensor,
+    priv_info_torch: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Sample collector actions using the algorithm's exploration policy.
+
+    The policy is the torch registry's `explore` of `algo_type` (sac / td3:
+    `actor.explore(obs, dones=prev_dones, deterministic=False)`; TD3 resamples the noise scale
+    of envs whose previous step ended). Other algorithms raise `ValueError`.
+    """
+    explore = get_torch_algo(algo_type).explore
+    return explore(actor, obs_torch, prev_dones_torch, priv_info_torch)
+
+
+def resolve_offpolicy_actor_priv_info(
+    *, algo_type: str, obs_np: np.ndarray, critic_np: np.ndarray | None, info: Mapping[str, Any]
+) -> np.ndarray | None:
+    """Collector-side actor context for privileged off-policy actors: None.
+
+    The reference's privileged actor (HORA-SAC) read it from ``info["critic_info"]`` or the
+    critic columns beyond the actor's; neither algorithm of this project (``sac``, ``td3``) has
+    one, so the collector passes no context. The reference's signature, kept.
+    """
+    del algo_type, obs_np, critic_np, info
+    return None
+
+
+def build_collector_actor(
+    algo_type: str,
+    obs_dim: int,
+    action_dim: int,
+    hidden_dim: int,
+    use_layer_norm: bool,
+    num_envs: int,
+    actor_kwargs: dict,
+    weight_param_shapes: Mapping[str, tuple[int, ...]],
+) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    """The collector's CPU actor in eval mode and its `state_dict`.
+
+    Raises `ValueError` unless its parameter shapes are the learner's `weight_param_shapes`.
+    """
+    actor = build_actor(
+        algo_type, obs_dim, action_dim, hidden_dim, use_layer_norm, "cpu", num_envs,
+        **actor_kwargs,
+    )  # fmt: skip
+    actor.eval()
+    actor_state = actor.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in actor_state.items()}
+    expected = {k: tuple(v) for k, v in weight_param_shapes.items()}
+    if shapes != expected:
+        raise ValueError(
+            f"collector actor {shapes} does not match the learner's actor {expected}; "
+            "pass the learner's actor_hidden_dim / use_layer_norm / actor_kwargs"
+        )
+    return actor, actor_state
+
+
+def policy_input(obs: np.ndarray, obs_stats: Any) -> torch.Tensor:
+    """`obs` as the policy sees it: normalised with the learner's shared statistics, if any."""
+    x = torch.from_numpy(obs)
+    stats = obs_stats.get() if obs_stats is not None else None
+    if stats is None:
+        return x
+    mean, std = stats
+    return (x - torch.from_numpy(mean)) / (torch.from_numpy(std) + NORMALIZER_EPS)

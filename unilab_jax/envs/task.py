@@ -1,0 +1,138 @@
+"""The task API: :class:`Task`, an MJCF model plus pure functions over a physics state.
+
+Also here: the two helpers every task module uses to get its model and config,
+:func:`load_packaged_model` (the MJCF files shipped in ``unilab_jax/envs/xml``) and
+:func:`apply_config_override` (a task config with some fields replaced). How a task's pieces
+are called in a control step is the step pipeline (``pipeline.py``; the order of operations is
+in ``base.py``'s docstring).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+
+from unilab_jax.envs.mirror import MirrorMap
+
+__all__ = ["XML_DIR", "Task", "apply_config_override", "load_packaged_model"]
+
+XML_DIR = Path(__file__).resolve().parent / "xml"
+
+
+def load_packaged_model(filename: str) -> mujoco.MjModel:
+    """Compile one of the MJCF files shipped in ``unilab_jax/envs/xml``."""
+    return mujoco.MjModel.from_xml_path(str(XML_DIR / filename))
+
+
+class Task(abc.ABC):
+    """A task: an MJCF model plus pure observation / reward / termination functions.
+
+    Subclasses set ``config`` (a frozen dataclass) and build ``model`` in ``__init__``. Every
+    method must be a pure JAX function of its arguments so it works under ``jit`` and ``vmap``
+    and with any physics backend that provides ``mjx.Data``-named fields.
+    """
+
+    #: Per-step reward bounds, padded with a margin, from which the default C51 value support
+    #: is derived for any discount: ``reward_bounds / (1 - gamma)`` (``unilab_jax.algos.c51.
+    #: value_support``). None: no suggestion (the algorithm's own default support).
+    reward_bounds: tuple[float, float] | None = None
+    #: Run a full ``mjx.forward`` at reset (needed when ``observe`` reads sensors or body
+    #: velocities); kinematics alone otherwise.
+    reset_forward: bool = False
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    # ----------------------------------------------------------------- static description
+    @property
+    @abc.abstractmethod
+    def model(self) -> mujoco.MjModel:
+        """The MuJoCo model with config overrides applied."""
+
+    @property
+    def n_frames(self) -> int:
+        """Physics steps per control step (default: ``config.n_frames``)."""
+        return int(self.config.n_frames)
+
+    @property
+    def episode_length(self) -> int:
+        """Control steps before truncation (default: ``config.episode_length``)."""
+        return int(self.config.episode_length)
+
+    @property
+    def action_size(self) -> int:
+        """Dimension of the policy's action (default: number of actuators)."""
+        return int(self.model.nu)
+
+    @property
+    def control_dt(self) -> float:
+        """Seconds of simulated time per control step."""
+        return float(self.model.opt.timestep) * self.n_frames
+
+    @property
+    def mirror(self) -> MirrorMap | None:
+        """The task's left-right mirror map (``unilab_jax.envs.mirror``), which symmetry
+        augmentation (``use_symmetry``) needs; None: the task declares no symmetry."""
+        return None
+
+    # ----------------------------------------------------------------- pure pieces
+    @abc.abstractmethod
+    def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Randomised initial ``(qpos [nq], qvel [nv])``."""
+
+    def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
+        """Map a policy action in [-1, 1] to actuator controls (default: identity)."""
+        del task_state
+        return action
+
+    @abc.abstractmethod
+    def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """Observation groups; must contain ``"obs"``, may contain ``"critic"``."""
+
+    @abc.abstractmethod
+    def reward(
+        self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """Scalar reward and its named components (names without the ``reward/`` prefix)."""
+
+    def terminated(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:
+        """Task termination condition (default: never)."""
+        del data, task_state
+        return jnp.zeros((), dtype=bool)
+
+    def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
+        """Task-specific carry at episode start (default: empty)."""
+        del key
+        return {}
+
+    def update_task_state(
+        self,
+        data: Any,
+        action: jax.Array,
+        task_state: dict[str, jax.Array],
+        key: jax.Array,
+    ) -> dict[str, jax.Array]:
+        """Advance the task carry after a control step (default: unchanged)."""
+        del data, action, key
+        return task_state
+
+
+def apply_config_override(config: Any, override: Mapping[str, Any] | None) -> Any:
+    """Return ``config`` with fields replaced by ``override``; unknown fields raise ValueError."""
+    if not override:
+        return config
+    valid = [f.name for f in dataclasses.fields(config)]
+    unknown = sorted(set(override) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"Unknown config field(s) {unknown} for {type(config).__name__}; "
+            f"valid fields are: {', '.join(valid)}"
+        )
+    return dataclasses.replace(config, **dict(override))
