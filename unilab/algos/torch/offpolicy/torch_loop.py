@@ -6,8 +6,8 @@
   same loop in N spawned learner ranks (`ranks.learn_on_ranks`), where rank 0 waits for data
   and tells the others to go on or stop, the normaliser statistics are broadcast from rank 0,
   gradients are all-reduced inside the learners, and rank 0 alone publishes, logs and saves.
-- a batch source (`batch_sources.BatchSource`): where an iteration's `updates_per_step` batches come from.
-  `RingBatches` (the A path) samples them from the shared replay ring in the learner;
+- a batch source (`batch_sources.BatchSource`): where an iteration's `updates_per_step`
+  batches come from. `RingBatches` (the A path) samples them from the shared replay ring;
   `double_buffer_runner.DoubleBufferBatches` (the B path) takes the batch the collector packed
   and the H2D thread prefetched, and releases the collector before training.
 
@@ -268,12 +268,12 @@ class TorchLoop(AsyncRunner):
         if done == 0:
             saved = "nothing to save (no iteration had finished)"
         else:
-            if run.last_checkpoint != str(path) and logger is not None:
-                logger.log_status(f"{name}: saving a checkpoint at iteration {done}...")
-            checkpoint = run.last_checkpoint = self._saver.save_final(done, self.learner)
-            saved = f"saved checkpoint {path}"
-            if logger is not None:
-                logger.log_save(checkpoint)
+            if run.last_checkpoint != str(path):  # not just saved on the schedule
+                self._sinks.status(f"{name}: saving a checkpoint at iteration {done}...")
+                run.last_checkpoint = self._saver.save_final(done, self.learner)
+                if logger is not None:
+                    logger.log_save(run.last_checkpoint)
+            checkpoint, saved = run.last_checkpoint, f"saved checkpoint {path}"
         raise run_stopped(signum, done, checkpoint, {}, saved) from None
 
     # -- one run's resources -------------------------------------------------------------------
