@@ -19,28 +19,26 @@ Example (this machine's CPU, 2 processes of 1 device each)::
 
 On several machines, start ``python -m unilab_jax.train`` on each with the three process
 options yourself (or under SLURM ``srun`` / Open MPI ``mpirun`` without them).
+
+This module builds the processes' commands and environments; the supervision itself is
+``unilab_jax.local_launch.run_processes``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import re
 import shlex
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from unilab_jax.local_launch import child_env, free_port, run_processes
 
 __all__ = ["build_parser", "main"]
 
 _OWNED = ("--num-processes", "--process-id", "--coordinator-address")
-_POLL = 0.05
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,51 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _has_option(args: list[str], name: str) -> bool:
     return any(a == name or a.startswith(name + "=") for a in args)
-
-
-def _child_env(base: dict, index: int, args: argparse.Namespace, prefix: str) -> dict:
-    env = dict(base)
-    k = args.devices_per_process
-    if args.platform == "cpu":
-        env["JAX_PLATFORMS"] = "cpu"
-        flags = re.sub(r"--xla_force_host_platform_device_count=\S*", "", env.get("XLA_FLAGS", ""))
-        env["XLA_FLAGS"] = f"{flags.strip()} --xla_force_host_platform_device_count={k}".strip()
-    else:
-        visible = env.get("CUDA_VISIBLE_DEVICES")
-        ids = visible.split(",") if visible else [str(i) for i in range(args.nproc * k)]
-        mine = ids[index * k : (index + 1) * k]
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["UNILAB_JAX_LAUNCH"] = prefix
-    # The processes on this machine share its cores (C MuJoCo's default thread count).
-    env["UNILAB_JAX_LOCAL_PROCESSES"] = str(args.nproc)
-    return env
-
-
-def _describe_exit(code: int) -> tuple[str, int]:
-    """``("exited with code 1" | "was killed by SIGKILL", shell-style status)``."""
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name}", 128 - code
-    return f"exited with code {code}", code
-
-
-def _tail(path: Path | None, lines: int = 30) -> str:
-    if path is None or not path.exists():
-        return ""
-    text = path.read_text(errors="replace").splitlines()
-    return "\n".join(text[-lines:])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,33 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     n, k = args.nproc, args.devices_per_process
     if not _has_option(train_args, "--num-devices"):
         train_args += ["--num-devices", str(n * k)]
-    port = args.port or _free_port()
-    address = f"127.0.0.1:{port}"
+    address = f"127.0.0.1:{args.port or free_port()}"
     prefix = shlex.join([
         "python", "-m", "unilab_jax.launch", "--nproc", str(n), "--devices-per-process", str(k),
         *(["--platform", args.platform] if args.platform != "cpu" else []), "--",
     ])  # fmt: skip
+    commands = [[sys.executable, "-m", "unilab_jax.train", *train_args, "--num-processes",
+                 str(n), "--process-id", str(i), "--coordinator-address", address]
+                for i in range(n)]  # fmt: skip
+    envs = [child_env(os.environ, i, n, k, args.platform, prefix) for i in range(n)]
     logs = Path(tempfile.mkdtemp(prefix="unilab-jax-launch-"))
-    children: list[subprocess.Popen] = []
-    log_paths: list[Path | None] = []
-    forwarded: list[int] = []
 
-    def forward(signum, frame):
-        forwarded.append(signum)
-        for child in children:
-            if child.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid, signum)
-
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        for i in range(n):
-            command = [sys.executable, "-m", "unilab_jax.train", *train_args,
-                       "--num-processes", str(n), "--process-id", str(i),
-                       "--coordinator-address", address]  # fmt: skip
-            path = None if i == 0 else logs / f"process{i}.log"
-            children.append(_start(command, _child_env(os.environ, i, args, prefix), path))
-            log_paths.append(path)
+    def started(children) -> None:
         pids = ", ".join(f"{i}: pid {c.pid}" for i, c in enumerate(children))
         print(
             f"launch: {n} processes x {k} {args.platform} device(s), coordinator {address} "
@@ -198,95 +138,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-        code = _watch(children, log_paths, forwarded, args.exit_grace)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        for child in children:  # never leave one behind (e.g. the launcher itself failing)
-            if child.poll() is None:
-                _kill(child)
+
+    code, forwarded = run_processes(commands, envs, logs, args.exit_grace, started)
     if code == 0 or forwarded:
         shutil.rmtree(logs, ignore_errors=True)
     return code
-
-
-def _start(command: list[str], env: dict, log: Path | None) -> subprocess.Popen:
-    """One process of the run: its output streamed (``log`` None, process 0) or into ``log``."""
-    out = None if log is None else open(log, "wb")  # noqa: SIM115 (closed once started)
-    try:
-        return subprocess.Popen(
-            command,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT if out else None,
-            start_new_session=True,  # a terminal's Ctrl+C reaches the launcher only
-            preexec_fn=_die_with_parent,
-        )
-    finally:
-        if out is not None:
-            out.close()
-
-
-def _die_with_parent() -> None:
-    """In the child, before it runs: on Linux, SIGKILL it when the launcher dies, however the
-    launcher dies (so a killed launcher never leaves its processes training on)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _kill(child: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signal.SIGKILL)  # its own session: the whole group
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=10)
-
-
-def _watch(children, log_paths, forwarded: list[int], exit_grace: float) -> int:
-    """Wait for every process; on the first failure kill the rest. Returns the exit status."""
-    stopped = {128 + signal.SIGINT, 128 + signal.SIGTERM}
-    first_done: tuple[int, float] | None = None
-    while True:
-        codes = [c.poll() for c in children]
-        for i, code in enumerate(codes):
-            # 130/143: stopped by a signal (forwarded, or sent to one process: then all stop
-            # after the same block and save together); the others follow on their own.
-            if code is None or code == 0 or code in stopped:
-                continue
-            what, status = _describe_exit(code)
-            others = [c for c in children if c.poll() is None]
-            for child in others:
-                _kill(child)
-            message = f"error: process {i} of {len(children)} {what}"
-            if others:
-                message += f"; killed the other {len(others)} process(es) still running"
-            tail = _tail(log_paths[i])
-            if tail:
-                message += f". Its last output ({log_paths[i]}):\n{tail}"
-            elif i == 0:
-                message += " (its output is above)"
-            print(message, file=sys.stderr, flush=True)
-            return status
-        if all(code is not None for code in codes):
-            return max(codes)
-        if first_done is None:
-            finished = [i for i, code in enumerate(codes) if code is not None]
-            if finished:
-                first_done = (finished[0], time.monotonic())
-        elif time.monotonic() - first_done[1] > exit_grace:
-            hung = [i for i, code in enumerate(codes) if code is None]
-            for i in hung:
-                _kill(children[i])
-            print(
-                f"error: process(es) {', '.join(map(str, hung))} did not finish within "
-                f"{exit_grace:.0f} s of process {first_done[0]}; killed them",
-                file=sys.stderr,
-                flush=True,
-            )
-            return 1
-        time.sleep(_POLL)
 
 
 if __name__ == "__main__":
