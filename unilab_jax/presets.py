@@ -24,12 +24,14 @@ it follows the preset's discount.
 
 Where the numbers come from (every preset names its source in ``Preset.source``):
 
-- ``dm_control/cpu``: Playground's Brax SAC sizes for the DM Control Suite (128 envs, batch 512,
-  8 updates per env step) with widths 256 and discount 0.97; measured on a 2-core CPU, our SAC
-  at these sizes reached a deterministic eval of 950 on ``playground/CartpoleBalance`` after
-  320k env steps (997 at 384k), where Brax's SAC needed about 1.03M. In ``bench/peers.py``
-  (three Playground DM Control tasks, 414k env steps, 2 seeds, the same machine) it ran
-  1.14-1.30x Brax SAC's env steps/s with SAC and 1.46-1.60x with TD3.
+- ``dm_control/cpu``: Playground's Brax SAC sizes and discount for the DM Control Suite (128
+  envs, batch 512, 8 updates per env step, discount 0.99) with widths 256; measured on a 2-core
+  CPU (at discount 0.97, the preset's until 2026-12-03), our SAC at these sizes reached a
+  deterministic eval of 950 on ``playground/CartpoleBalance`` after 320k env steps (997 at
+  384k), where Brax's SAC needed about 1.03M. In ``bench/peers.py`` (three Playground DM
+  Control tasks, 414k env steps, 2 seeds, the same machine) it ran 1.14-1.30x Brax SAC's env
+  steps/s with SAC and 1.46-1.60x with TD3. The discount moved to 0.99 on 4 seeds per task
+  (CheetahRun's best evaluations 447 -> 594 with SAC and 365 -> 564 with TD3; see below).
 - ``dm_control/gpu``: FastTD3's code defaults for Playground's DM Control tasks (1024 envs,
   batch 32,768, 2 updates per env step, widths 512/1024, discount 0.97, exploration noise std
   drawn in [0.001, 0.4] per env, target noise 0.001); SAC gets the same sizes (FastSAC has no
@@ -117,10 +119,15 @@ _DMC_CPU_TRAIN = dict(
 # left it (best 557-755). It costs CheetahRun (best 365 vs 427 with white noise, 4 seeds), so SAC,
 # whose white noise already leaves PendulumSwingup (best 429 on average; 697 with rho 0.95) and
 # does better on CheetahRun with it (447 vs 312), keeps white noise. bench/peers.py, 414k env
-# steps, the 2-core CPU, bench/RESULTS.md.
+# steps, the 2-core CPU, bench/RESULTS.md (all at discount 0.97).
+# Discount 0.99, Brax's and Playground's own for these tasks (was FastTD3's 0.97): a horizon of
+# about 100 control steps, 1 s on CheetahRun (10 ms steps), where 0.97's 33 steps (0.33 s) were
+# too short to value a gait. bench/peers.py, 414k env steps, 4 seeds, mean best evaluation
+# 0.97 -> 0.99: CheetahRun SAC 447 -> 594, TD3 365 -> 564 (Brax 498); PendulumSwingup SAC
+# 429 -> 635, TD3 665 -> 655 (Brax 79); CartpoleBalance stays at 998 (2 seeds).
 _DMC_CPU_ALGO = {
-    "sac": dict(gamma=0.97, actor_hidden_dim=256, critic_hidden_dim=256),
-    "td3": dict(gamma=0.97, actor_hidden_dim=256, critic_hidden_dim=256, noise_correlation=0.95),
+    "sac": dict(gamma=0.99, actor_hidden_dim=256, critic_hidden_dim=256),
+    "td3": dict(gamma=0.99, actor_hidden_dim=256, critic_hidden_dim=256, noise_correlation=0.95),
 }
 _DMC_GPU_TRAIN = dict(
     num_envs=1024,
@@ -142,8 +149,8 @@ _DMC_CPU = Preset(
     "cpu",
     _DMC_CPU_TRAIN,
     _DMC_CPU_ALGO,
-    "Playground's Brax SAC sizes, widths 256, discount 0.97; TD3's exploration noise correlated "
-    "over time (rho 0.95) (measured on a 2-core CPU)",
+    "Playground's Brax SAC sizes and discount 0.99, widths 256; TD3's exploration noise "
+    "correlated over time (rho 0.95) (measured on a 2-core CPU)",
 )
 _DMC_GPU = Preset(
     "dm_control",
