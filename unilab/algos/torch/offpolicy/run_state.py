@@ -162,17 +162,20 @@ def open_sinks(
     )
     sinks = [saver, *_health_sinks(loop.learner.config), panel]
     chain = SinkChain(sinks)
-    chain.start(
-        RunInfo(
-            algo_name=loop._algo_name(), env_name=loop.env_name, num_envs=loop.num_envs,
-            obs_dim=loop.obs_dim, action_dim=loop.action_dim,
-            max_iterations=run.config.max_iterations,
-            env_steps_per_sync=loop.env_steps_per_sync,
-            train_start_rows=loop.config.train_start_rows, num_devices=loop.world_size,
-            log_dir=log_dir, start_iteration=0, config=meta["config"],
-            sync_collection=loop.sync_collection,
-        )
+    info = RunInfo(
+        algo_name=loop._algo_name(), env_name=loop.env_name, num_envs=loop.num_envs,
+        obs_dim=loop.obs_dim, action_dim=loop.action_dim,
+        max_iterations=run.config.max_iterations,
+        env_steps_per_sync=loop.env_steps_per_sync,
+        train_start_rows=loop.config.train_start_rows, num_devices=loop.world_size,
+        log_dir=log_dir, start_iteration=0, config=meta["config"],
+        sync_collection=loop.sync_collection,
     )  # fmt: skip
+    try:
+        chain.start(info)
+    except BaseException:  # e.g. wandb failing to start: the panel restores the terminal
+        chain.close()
+        raise
     if getattr(loop.learner, "use_symmetry", False):  # the reference's status line
         chain.status("Symmetry augmentation: enabled")
     for status in loop._batches.statuses(loop):
