@@ -89,3 +89,37 @@ def test_no_import_circles():
         if module not in index:
             visit(module)
     assert len(GRAPH) > 50 and not circles, circles
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """Modules imported when ``path`` is (statements outside functions and classes, ``if`` and
+    ``try`` blocks included; ``TYPE_CHECKING`` blocks left out)."""
+    found: set[str] = set()
+    body = list(ast.parse(path.read_text()).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            body += node.orelse
+        elif isinstance(node, (ast.If, ast.Try)):
+            body += node.body + node.orelse + getattr(node, "finalbody", [])
+            body += [s for h in getattr(node, "handlers", []) for s in h.body]
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found |= {node.module or ""} | {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_the_core_imports_torch_only_in_its_torch_actors():
+    """The JAX core runs without torch being imported: one module, ``unilab_jax.torch.actors``
+    (the torch actors, which only torch code and the registry's ``"module:class"`` names
+    reach), imports it at module level, and no core module imports that one at module level."""
+    offenders = sorted(
+        f"{name} imports {target}"
+        for name, path in _modules().items()
+        if name.startswith("unilab_jax") and name != "unilab_jax.torch.actors"
+        for target in _top_level_imports(path)
+        if target.split(".")[0] == "torch" or target.startswith("unilab_jax.torch.actors")
+    )
+    assert not offenders, offenders
+    assert "torch" in _top_level_imports(ROOT / "unilab_jax/torch/actors.py")
