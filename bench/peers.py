@@ -14,8 +14,8 @@ Each (task, algo, seed) runs in its own subprocess with a hard timeout (``--time
   policy parameters (``_host_unpmap``: otherwise its evaluation recompiles on 3 of its first
   4 calls under jax 0.10; the returns are bit-identical either way). Neither touches
   training; only the Brax child installs them.
-* ``sac`` / ``td3``: ``unilab_jax.trainer.train`` on ``playground/<task>`` (our adapter, the
-  same Playground task on MJX ``impl="jax"``) with our preset for the task
+* ``sac`` / ``td3`` / ``flash_sac``: ``unilab_jax.trainer.train`` on ``playground/<task>``
+  (our adapter, the same Playground task on MJX ``impl="jax"``) with our preset for the task
   (``--our-preset cpu``, the default: ``dm_control/cpu`` of ``unilab_jax.presets``, 128 envs,
   batch 512, 8 updates per iteration, discount 0.97, widths 256, replay 524,288 rows), which
   has Brax's envs, so both sides evaluate after the same iterations; learning starts after
@@ -96,7 +96,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `unilab_jax` im
 
 from bench.common import BENCH_DIR, REPO_ROOT, markdown_table, record_section  # noqa: E402
 
-ALGOS = ("brax_sac", "sac", "td3")
+ALGOS = ("brax_sac", "sac", "td3", "flash_sac")
 DEFAULT_TASKS = ("CartpoleBalance", "PendulumSwingup", "CheetahRun")
 FRACTIONS = (0.5, 0.8, 0.95)
 _ROW_TAG = "PEERS_ROW "
@@ -111,7 +111,7 @@ _OPTIONS = (
     "brax_raw_unpmap",
     "set",
 )
-COLOURS = {"brax_sac": "tab:gray", "sac": "tab:blue", "td3": "tab:orange"}
+COLOURS = {"brax_sac": "tab:gray", "sac": "tab:blue", "td3": "tab:orange", "flash_sac": "tab:green"}
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -703,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
                         help="comma-separated Playground DM Control task names")  # fmt: skip
-    parser.add_argument("--algos", default=",".join(ALGOS), help="of brax_sac, sac, td3")
+    parser.add_argument("--algos", default=",".join(ALGOS), help="of brax_sac, sac, td3, flash_sac")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--env-steps", type=int, default=None,
                         help="env steps per run (default: Playground's num_timesteps per task); "

@@ -1,6 +1,7 @@
 """Run under XLA_FLAGS=--xla_force_host_platform_device_count=2 (tests/test_multidevice.py).
 
-Checks that one SAC and one TD3 update over a 2-device "data" mesh give the same parameters as
+Checks that one SAC, TD3 and FlashSAC update (FlashSAC: its BatchNorm statistics and reward
+statistics span both devices' rows) over a 2-device "data" mesh give the same parameters as
 over 1 device for the same global batch and key, and that the full fused loop runs sharded.
 Prints one JSON line with the measured differences.
 """
@@ -15,6 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from unilab_jax import cpu_linalg
 from unilab_jax.algos.agent import Transition
+from unilab_jax.algos.flash_sac import FlashSACConfig, make_flash_sac
 from unilab_jax.algos.sac import SACConfig, make_sac
 from unilab_jax.algos.td3 import TD3Config, make_td3
 from unilab_jax.config import TrainConfig
@@ -43,6 +45,8 @@ def one_update(agent, n_devices, state, batch, key):
 
     def body(st, b, k):
         st = agent.update_normalizers(st, b.obs, b.critic)
+        if agent.observe_rewards is not None:  # the batch's rows as one env step of its envs
+            st = agent.observe_rewards(st, b.rewards[None], b.terminated[None] > 0)
         st, cm = agent.update_critic(st, b, k)
         st, am = agent.update_actor(st, b, jax.random.fold_in(k, 1))
         return agent.update_target(st), {**cm, **am}
@@ -147,6 +151,14 @@ def main() -> int:
             CRITIC,
             ACT,
             axis_name="data",
+        ),
+        "flash_sac": make_flash_sac(
+            FlashSACConfig(actor_hidden_dim=16, critic_hidden_dim=32, num_atoms=11),
+            OBS,
+            CRITIC,
+            ACT,
+            axis_name="data",
+            num_envs=BATCH,
         ),
     }
     for name, agent in makers.items():

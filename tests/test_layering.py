@@ -111,15 +111,18 @@ def _top_level_imports(path: Path) -> set[str]:
 
 
 def test_the_core_imports_torch_only_in_its_torch_actors():
-    """The JAX core runs without torch being imported: one module, ``unilab_jax.torch.actors``
-    (the torch actors, which only torch code and the registry's ``"module:class"`` names
-    reach), imports it at module level, and no core module imports that one at module level."""
+    """The JAX core runs without torch being imported: only the torch actors' modules
+    (``unilab_jax.torch.actors``, ``unilab_jax.torch.flash_actor``, which only torch code and
+    the registry's ``"module:class"`` names reach) import it at module level, and no other core
+    module imports one of those at module level."""
+    actors = {"unilab_jax.torch.actors", "unilab_jax.torch.flash_actor"}
     offenders = sorted(
         f"{name} imports {target}"
         for name, path in _modules().items()
-        if name.startswith("unilab_jax") and name != "unilab_jax.torch.actors"
+        if name.startswith("unilab_jax") and name not in actors
         for target in _top_level_imports(path)
-        if target.split(".")[0] == "torch" or target.startswith("unilab_jax.torch.actors")
+        if target.split(".")[0] == "torch" or any(target.startswith(a) for a in actors)
     )
     assert not offenders, offenders
-    assert "torch" in _top_level_imports(ROOT / "unilab_jax/torch/actors.py")
+    for name in actors:
+        assert "torch" in _top_level_imports(_modules()[name]), name

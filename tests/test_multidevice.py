@@ -34,7 +34,7 @@ def report():
 
 
 @pytest.mark.multidevice
-@pytest.mark.parametrize("algo", ["sac", "td3"])
+@pytest.mark.parametrize("algo", ["sac", "td3", "flash_sac"])
 def test_one_update_same_on_1_and_2_devices(report, algo):
     moved = report[f"{algo}_params_moved"]
     assert moved > 1e-4  # the update really changed the parameters (lr 3e-4 Adam steps)

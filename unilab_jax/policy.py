@@ -181,7 +181,10 @@ def load_policy(path: str | Path, step: int | None = None) -> Policy:
     algo_config = spec.config_cls(**settings_from_json(config["algo"]))
     env = load(train["env"], config_override=train.get("env_overrides"))
     obs_dim, critic_dim = env.obs_size["obs"], env.obs_size["critic"]
-    agent = spec.make_agent(algo_config, obs_dim, critic_dim, env.action_size, axis_name=None)
+    agent = spec.make_agent(
+        algo_config, obs_dim, critic_dim, env.action_size, axis_name=None,
+        num_envs=train["num_envs"],
+    )  # fmt: skip
     state = restore_item(directory, "agent", agent_template(agent), step=step)
     return Policy(
         env=train["env"],

@@ -85,6 +85,9 @@ class Preset:
     """Per algorithm name (``"sac"``, ``"td3"``): fields of its config."""
     source: str = ""
     """Where the numbers come from."""
+    algo_train: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per algorithm name: ``TrainConfig`` fields of its own recipe, over ``train`` (FlashSAC's
+    run sizes differ from FastSAC's)."""
 
     @property
     def name(self) -> str:
@@ -92,6 +95,10 @@ class Preset:
 
     def algo_settings(self, algo: str) -> dict[str, Any]:
         return dict(self.algo.get(algo, {}))
+
+    def train_settings(self, algo: str) -> dict[str, Any]:
+        """The ``TrainConfig`` fields for a run of ``algo``."""
+        return {**self.train, **self.algo_train.get(algo, {})}
 
 
 # Our own locomotion tasks and the Playground locomotion robots (any name starting with one
@@ -169,6 +176,7 @@ def _with_brax_discount(preset: Preset) -> Preset:
         preset.train,
         {k: dict(v, gamma=0.99) for k, v in preset.algo.items()},
         f"the {preset.name} sizes with Brax's discount 0.99",
+        preset.algo_train,
     )
 
 
@@ -281,7 +289,7 @@ def preset_configs(
     """``(TrainConfig, algorithm settings)`` for ``env``: the preset's values, then ``train`` /
     ``algo_settings`` on top (given values always win)."""
     preset = get_preset(env, scale)
-    base_train = preset.train if preset else {}
+    base_train = preset.train_settings(algo) if preset else {}
     base_algo = preset.algo_settings(algo) if preset else {}
     config = TrainConfig(**{**base_train, **(train or {}), "env": env, "algo": algo})
     return config, {**base_algo, **(algo_settings or {})}
@@ -291,7 +299,8 @@ def preset_line(preset: Preset, algo: str, given: set[str] = frozenset()) -> str
     """One line saying which preset applied and what it set (values given elsewhere win and
     are left out)."""
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    changed = {k: v for k, v in preset.train.items() if k not in given and defaults.get(k) != v}
+    train = preset.train_settings(algo)
+    changed = {k: v for k, v in train.items() if k not in given and defaults.get(k) != v}
     changed.update({k: v for k, v in preset.algo_settings(algo).items() if k not in given})
     shown = ", ".join(f"{k}={v}" for k, v in changed.items()) or "the defaults"
     return f"preset {preset.name}: {shown} (--preset none for the bare defaults)"

@@ -36,7 +36,8 @@ RUN_CONFIG_FILE = "run_config.json"
 def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
     """The algorithm's config: its defaults, then the caller's ``overrides`` (which win), then,
     for a task that declares its per-step ``reward_bounds``, a value support derived from them
-    for the run's discount (``c51.value_support``), on each edge the caller did not set.
+    for the run's discount (``c51.value_support``), on each edge the caller did not set (not
+    for an algorithm that scales its rewards to fit its support: FlashSAC's ``reward_scaling``).
     Validated by ``Trainer``."""
     cls = get_algo(algo).config_cls
     overrides = dict(overrides or {})
@@ -47,7 +48,8 @@ def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
             f"unknown {algo} setting(s) {unknown}; valid settings: {', '.join(sorted(known))}"
         )
     cfg = dataclasses.replace(cls(), **overrides)
-    if env.reward_bounds is not None:
+    # FlashSAC scales its rewards to keep returns within its fixed support.
+    if env.reward_bounds is not None and not getattr(cfg, "reward_scaling", False):
         derived = value_support(env.reward_bounds, cfg.gamma, env.episode_length)
         support = dict(zip(("v_min", "v_max"), derived, strict=True))
         cfg = dataclasses.replace(cfg, **{k: v for k, v in support.items() if k not in overrides})

@@ -175,6 +175,8 @@ def _collect(config: TrainConfig, env: Env, agent: Agent, ts: TrainState, key: j
             "components": {name: jnp.mean(v) for name, v in nxt.metrics.items()},
             "obs": env_state.obs["obs"],
             "critic": env_state.obs["critic"],
+            "rewards": nxt.reward,
+            "dones": done,
         }
         ep_ret = jnp.where(done, 0.0, ep_ret)
         ep_len = jnp.where(done, 0, ep_len)
@@ -263,14 +265,19 @@ def _make_update_block(config: TrainConfig, agent: Agent, example: TrainState):
     return update_block, skip_block
 
 
-def _learn(agent, agent_state, replay, obs, critic, key, slots_needed, update_block, skip_block):
+def _learn(agent, agent_state, replay, steps, key, slots_needed, update_block, skip_block):
     """What follows collection in an iteration: the normaliser statistics from the freshly
-    collected observations ``obs`` / ``critic`` (``[S, N_local, d]``), then the update block
-    once the replay holds ``slots_needed`` slots. Returns the agent state and the learner's
-    metrics (``learner``, ``learning``, ``buffer_rows``; replicated)."""
+    collected observations (``steps``: a dict of ``obs`` / ``critic`` ``[S, N_local, d]``,
+    ``rewards`` / ``dones`` ``[S, N_local]``), the agent's reward statistics if it keeps any,
+    then the update block once the replay holds ``slots_needed`` slots. Returns the agent
+    state and the learner's metrics (``learner``, ``learning``, ``buffer_rows``; replicated)."""
     flat = lambda x: x.reshape(-1, x.shape[-1])  # noqa: E731  [S, N, d] -> [S*N, d]
     with jax.named_scope("normalizers"):
-        agent_state = agent.update_normalizers(agent_state, flat(obs), flat(critic))
+        agent_state = agent.update_normalizers(
+            agent_state, flat(steps["obs"]), flat(steps["critic"])
+        )
+        if agent.observe_rewards is not None:
+            agent_state = agent.observe_rewards(agent_state, steps["rewards"], steps["dones"])
     # Same on every device (all insert in lockstep), so the branch is uniform.
     ready = replay.filled >= slots_needed
     agent_state, learner_metrics = jax.lax.cond(
@@ -323,10 +330,13 @@ def make_chunk_step(
             episode_length=None, replay=replay, key=key, iteration=ls.iteration,
         )  # fmt: skip
         update_block, skip_block = _make_update_block(config, agent, example)
+        steps = {
+            "obs": chunk.obs, "critic": chunk.critic, "rewards": chunk.rewards,
+            "dones": (chunk.terminated + chunk.truncated) > 0,
+        }  # fmt: skip
         agent_state, metrics = _learn(
-            agent, ls.agent, replay, chunk.obs, chunk.critic, k_update, slots_needed,
-            update_block, skip_block,
-        )  # fmt: skip
+            agent, ls.agent, replay, steps, k_update, slots_needed, update_block, skip_block
+        )
         return LearnerState(agent_state, replay, key, ls.iteration + 1), metrics
 
     chunk_spec = P(None, DATA_AXIS)
@@ -362,9 +372,8 @@ def make_train_step(
         carry, stats = _collect(config, env, agent, ts, k_collect)
         env_state, explore, prev_done, ep_ret, ep_len, replay = carry
         agent_state, learned = _learn(
-            agent, ts.agent, replay, stats["obs"], stats["critic"], k_update, slots_needed,
-            update_block, skip_block,
-        )  # fmt: skip
+            agent, ts.agent, replay, stats, k_update, slots_needed, update_block, skip_block
+        )
         metrics = _reduce_collect_stats(stats)
         metrics.update(learned)
         ts = TrainState(

@@ -118,7 +118,7 @@ class Trainer:
         mirror = resolve_mirror(use_symmetry, self.env, config.batch_size, config.num_devices)
         self.agent: Agent = get_algo(config.algo).make_agent(
             self.algo_config, self.obs_dim, self.critic_dim, self.env.action_size,
-            axis_name="data", mirror=mirror,
+            axis_name="data", mirror=mirror, num_envs=config.num_envs,
         )  # fmt: skip
         # jaxlib 0.10.2's batched LAPACK kernels can deadlock across CPU devices of one
         # process; with more than one device, lower Cholesky / triangular solve without LAPACK.

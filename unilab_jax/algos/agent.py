@@ -53,3 +53,7 @@ class Agent(NamedTuple):
     update_target: Callable[[AgentState], AgentState]
     # (state, obs [M, obs_dim], critic [M, critic_dim]) -> state with updated normalisers.
     update_normalizers: Callable[[AgentState, Array, Array], AgentState]
+    # (state, rewards [S, N], dones [S, N] bool: the collected env steps in order, this
+    # device's envs) -> state; None when the algorithm keeps no per-env statistics of rewards
+    # (FlashSAC scales rewards by each env's discounted return).
+    observe_rewards: Callable[[AgentState, Array, Array], AgentState] | None = None

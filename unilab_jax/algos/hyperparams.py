@@ -13,7 +13,13 @@ import math
 
 from unilab_jax.errors import ConfigError
 
-__all__ = ["SACConfig", "TD3Config", "check_common_settings", "settings_from_json"]
+__all__ = [
+    "FlashSACConfig",
+    "SACConfig",
+    "TD3Config",
+    "check_common_settings",
+    "settings_from_json",
+]
 
 
 def settings_from_json(settings: dict) -> dict:
@@ -213,3 +219,98 @@ class TD3Config:
             f"at most std_max ({self.std_max}): exploration stds are drawn from [std_min, std_max]",
         )
         _require(self.init_scale > 0, "init_scale", self.init_scale, "> 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashSACConfig:
+    """FlashSAC hyperparameters (defaults: the paper's recipe, arXiv 2604.04539)."""
+
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.01
+    """Polyak rate of the target critic (its parameters; batch statistics are not averaged)."""
+    actor_lr: float = 3e-4
+    """Actor Adam learning rate at the start of its cosine decay."""
+    critic_lr: float = 3e-4
+    """Critic Adam learning rate at the start of its cosine decay."""
+    alpha_lr: float = 3e-4
+    """Temperature (log-alpha) Adam learning rate at the start of its cosine decay."""
+    lr_decay_steps: int = 500_000
+    """Optimiser steps over which each learning rate decays (cosine) to `lr_final_ratio` of its
+    start, then stays there; each optimiser counts its own steps."""
+    lr_final_ratio: float = 0.5
+    """The learning rates' end value as a share of their start (3e-4 -> 1.5e-4)."""
+    alpha_init: float = 0.01
+    """Initial entropy temperature alpha (log_alpha starts at log(alpha_init))."""
+    target_entropy_std: float = 0.15
+    """The target entropy is that of a Gaussian of this std per action dimension,
+    `action_dim / 2 * log(2 pi e std^2)` (about -0.48 per dimension at 0.15)."""
+    use_autotune: bool = True
+    """Learn alpha after every actor step; when False alpha stays at `alpha_init`."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay of the actor and critic optimisers (the paper: none; the weight
+    projection bounds the weights)."""
+    max_grad_norm: float = 0.0
+    """Global-norm gradient clipping of actor and critic; 0 disables it (the paper: off)."""
+    actor_hidden_dim: int = 128
+    """Actor width d (its inverted-residual blocks expand to 4d)."""
+    critic_hidden_dim: int = 256
+    """Critic width d (its inverted-residual blocks expand to 4d)."""
+    num_blocks: int = 2
+    """Inverted-residual blocks of actor and critic."""
+    num_q_networks: int = 2
+    """Number of distributional critics (the target takes, per row, the one of lowest value)."""
+    num_atoms: int = 101
+    """C51 support size K."""
+    v_min: float = -5.0
+    """Lowest support value (the scaled rewards keep returns within [-g_max, g_max])."""
+    v_max: float = 5.0
+    """Highest support value."""
+    g_max: float = 5.0
+    """Reward scaling: rewards are divided by `max(sqrt(var(G) + 1e-8), max|G| / g_max)`, G each
+    env's running discounted return, so scaled returns stay within +-g_max."""
+    reward_scaling: bool = True
+    """Scale rewards by the running statistics of the discounted return (above); when False,
+    rewards are used as they are and the support is derived like SAC's."""
+    batch_norm_momentum: float = 0.01
+    """Rate of the BatchNorm running statistics: `running <- (1 - m) * running + m * batch`."""
+    log_std_min: float = -10.0
+    """Lower end of the policy's log-std range."""
+    log_std_max: float = 2.0
+    """Upper end of the policy's log-std range."""
+    noise_repeat_max: int = 16
+    """Exploration holds each env's standard normal draw for k steps, k drawn from a Zeta
+    distribution truncated to [1, noise_repeat_max]; 1: a fresh draw every step."""
+    noise_repeat_exponent: float = 2.0
+    """The Zeta distribution's exponent mu, `P(k) ~ k^-mu` (2: k = 1 with probability 0.63)."""
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` naming the first setting that cannot work."""
+        check_common_settings(self)
+        _require(self.alpha_init > 0, "alpha_init", self.alpha_init, "> 0 (log alpha)")
+        _require(self.target_entropy_std > 0, "target_entropy_std", self.target_entropy_std, "> 0")
+        for name in ("num_blocks", "num_q_networks", "lr_decay_steps", "noise_repeat_max"):
+            value = getattr(self, name)
+            _require(isinstance(value, int) and value >= 1, name, value, "an integer >= 1")
+        _require(
+            0.0 < self.lr_final_ratio <= 1.0, "lr_final_ratio", self.lr_final_ratio, "in (0, 1]"
+        )
+        _require(self.g_max > 0, "g_max", self.g_max, "> 0")
+        _require(
+            0.0 < self.batch_norm_momentum <= 1.0,
+            "batch_norm_momentum",
+            self.batch_norm_momentum,
+            "in (0, 1]",
+        )
+        _require(
+            self.noise_repeat_exponent > 1.0,
+            "noise_repeat_exponent",
+            self.noise_repeat_exponent,
+            "> 1 (a Zeta distribution)",
+        )
+        _require(
+            self.log_std_min < self.log_std_max,
+            "log_std_min",
+            self.log_std_min,
+            f"below log_std_max ({self.log_std_max})",
+        )

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from unilab_jax.algos.hyperparams import SACConfig, TD3Config
+from unilab_jax.algos.hyperparams import FlashSACConfig, SACConfig, TD3Config
 from unilab_jax.errors import ConfigError
 
 __all__ = ["ALGOS", "AlgoSpec", "UnknownAlgoError", "get_algo"]
@@ -40,8 +40,9 @@ class AlgoSpec:
     """The frozen hyperparameter dataclass."""
     maker: str
     """``"module:function"`` building the ``Agent``: ``(config, obs_dim, critic_dim,
-    action_dim, axis_name=..., mirror=...) -> Agent`` (``mirror``: the task's mirror map, for
-    ``use_symmetry``); imported on first use (it pulls in flax)."""
+    action_dim, axis_name=..., mirror=..., num_envs=...) -> Agent`` (``mirror``: the task's
+    mirror map, for ``use_symmetry``; ``num_envs``: the run's envs, for a learner that keeps
+    per-env state); imported on first use (it pulls in flax)."""
     default_policy_frequency: int
     """Actor update when ``u % policy_frequency == 0`` unless the run sets its own."""
     torch_actor: str
@@ -81,6 +82,15 @@ ALGOS: dict[str, AlgoSpec] = {
             "unilab_jax.algos.td3:make_td3",
             2,
             "unilab_jax.torch.actors:TD3Actor",
+        ),
+        AlgoSpec(
+            "flash_sac",
+            "FlashSAC",
+            "flash_sac",
+            FlashSACConfig,
+            "unilab_jax.algos.flash_sac:make_flash_sac",
+            2,
+            "unilab_jax.torch.flash_actor:FlashSACActor",
         ),
     )
 }

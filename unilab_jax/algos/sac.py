@@ -250,12 +250,15 @@ def make_sac(
     action_dim: int,
     axis_name: str | None = None,
     mirror: MirrorMap | None = None,
+    num_envs: int | None = None,
 ) -> Agent:
     """Build the pure FastSAC functions. With `axis_name`, updates reduce over that mesh axis.
 
     `mirror`: the task's mirror map, used when `config.use_symmetry` (each update trains on the
-    first half of its rows and their mirrors, `unilab_jax.algos.symmetry`).
+    first half of its rows and their mirrors, `unilab_jax.algos.symmetry`). `num_envs` is not
+    used (the learner keeps no per-env state; FlashSAC's maker needs it).
     """
+    del num_envs
     b1, b2 = config.betas
     parts = _SACParts(
         config=config,

@@ -213,12 +213,15 @@ def make_td3(
     action_dim: int,
     axis_name: str | None = None,
     mirror: MirrorMap | None = None,
+    num_envs: int | None = None,
 ) -> Agent:
     """Build the pure FastTD3 functions. With `axis_name`, updates reduce over that mesh axis.
 
     `mirror`: the task's mirror map, used when `config.use_symmetry` (each update trains on the
-    first half of its rows and their mirrors, `unilab_jax.algos.symmetry`).
+    first half of its rows and their mirrors, `unilab_jax.algos.symmetry`). `num_envs` is not
+    used (the learner keeps no per-env state; FlashSAC's maker needs it).
     """
+    del num_envs
     parts = _TD3Parts(
         config=config,
         networks=make_td3_networks(config, action_dim),

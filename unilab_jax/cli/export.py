@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except ExportError as err:
         return _error(str(err))
-    normalizes = policy.algo_config.obs_normalization
-    normaliser = "normaliser included" if normalizes else "no normaliser (trained without one)"
+    normalizes = getattr(policy.algo_config, "obs_normalization", False)
+    normaliser = "normaliser included" if normalizes else "no separate normaliser"
     print(
         f"wrote {path} ({args.format}, {path.stat().st_size} bytes): {policy.algo} policy of "
         f"{policy.env} at iteration {policy.iteration}, obs [batch, {policy.obs_dim}] -> action "

@@ -164,7 +164,7 @@ def configs_from_args(args: argparse.Namespace) -> tuple[TrainConfig, dict, str 
     preset = None if args.config else get_preset(config.env, args.preset)
     if preset is None:
         return config, {**saved_algo, **algo_given}, None
-    config = TrainConfig(**{**preset.train, **train_given})
+    config = TrainConfig(**{**preset.train_settings(config.algo), **train_given})
     line = preset_line(preset, config.algo, given=set(train_given) | set(algo_given))
     return config, {**preset.algo_settings(config.algo), **algo_given}, line
 

@@ -165,12 +165,13 @@ def _write(policy: Any, fmt: str, out: Path) -> None:
 
 def sample_observations(policy: Any, n: int, seed: int = 0) -> Any:
     """``n`` random observations ``[n, obs_dim]`` (float32): normal around the normaliser's
-    mean with twice its std plus one, so both in- and out-of-distribution inputs are covered."""
+    mean with twice its std plus one, so both in- and out-of-distribution inputs are covered
+    (around 0 with std 3 for a policy without a normaliser)."""
     import numpy as np
 
-    normalizer = policy.state.obs_normalizer
-    mean = np.asarray(normalizer.mean, np.float64)
-    std = np.sqrt(np.asarray(normalizer.var, np.float64))
+    normalizer = getattr(policy.state, "obs_normalizer", None)  # FlashSAC keeps none
+    mean = np.asarray(normalizer.mean if normalizer else np.zeros(policy.obs_dim), np.float64)
+    std = np.sqrt(np.asarray(normalizer.var if normalizer else np.ones(policy.obs_dim), np.float64))
     noise = np.random.default_rng(seed).standard_normal((n, policy.obs_dim))
     return (mean + noise * (2.0 * std + 1.0)).astype(np.float32)
 

@@ -144,10 +144,10 @@ def export_metadata(policy: Any, fmt: str, architecture: dict | None = None) -> 
             "included": bool(normalize),
             "formula": f"(obs - mean) / (sqrt(var) + {architecture['obs_eps']})"
             if normalize
-            else "none: the run trained without observation normalisation",
+            else "none: the run trained without a separate observation normaliser",
             "epsilon": architecture["obs_eps"],
             "clip": None,
-            "count": float(policy.state.obs_normalizer.count),
+            "count": float(policy.state.obs_normalizer.count) if normalize else None,
         },
         "policy": head,
         "network": architecture,

@@ -96,14 +96,17 @@ def _actor_structure(policy: Any) -> tuple[dict, dict]:
         "obs_dim": int(policy.obs_dim),
         "action_dim": int(policy.action_dim),
         "actor": actor_cls.settings(config),
-        "normalize": bool(config.obs_normalization),
+        # FlashSAC has no running normaliser (its actor's input BatchNorm normalises).
+        "normalize": bool(getattr(config, "obs_normalization", False)),
         "obs_eps": float(NORMALIZER_EPS),
     }
     module = build_module(architecture)
-    rows = module.actor.jax_rows("actor") + [
-        Row("obs_mean", ("obs_normalizer", "mean"), "copy"),
-        Row("obs_std", ("obs_normalizer", "var"), "sqrt"),
-    ]
+    rows = module.actor.jax_rows("actor")
+    if architecture["normalize"]:
+        rows += [
+            Row("obs_mean", ("obs_normalizer", "mean"), "copy"),
+            Row("obs_std", ("obs_normalizer", "var"), "sqrt"),
+        ]
     try:
         jax_to_torch(policy.state, rows, module)
     except (ValueError, RuntimeError, KeyError) as err:
