@@ -56,6 +56,12 @@ from unilab_jax.algos.common import bind, update_target
 from unilab_jax.algos.flash_networks import FlashActor, FlashCritic, project_weights
 from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
 from unilab_jax.algos.hyperparams import FlashSACConfig
+from unilab_jax.algos.reward_scaling import (
+    RewardStats,
+    init_reward_stats,
+    reward_scale,
+    update_reward_stats,
+)
 
 __all__ = [
     "FlashSACConfig",
@@ -79,17 +85,6 @@ class FlashSACNetworks(NamedTuple):
 
     actor: FlashActor
     critic: FlashCritic
-
-
-@flax.struct.dataclass
-class RewardStats:
-    """Running statistics of every env's discounted return, for reward scaling."""
-
-    carried: Array  # [num_envs] gamma * (1 - done) * G of each env's last step
-    mean: Array  # [] running mean of G (all envs, all steps)
-    var: Array  # [] running variance of G
-    count: Array  # [] float32 number of G values seen
-    abs_max: Array  # [] largest |G| seen
 
 
 @flax.struct.dataclass
@@ -123,38 +118,6 @@ def make_flash_sac_networks(
         **shared,
     )  # fmt: skip
     return FlashSACNetworks(actor, critic)
-
-
-def reward_scale(stats: RewardStats, g_max: float) -> Array:
-    """The divisor of the rewards: ``max(sqrt(var G + 1e-8), max|G| / g_max)`` (1 before any
-    return was seen)."""
-    return jnp.maximum(jnp.sqrt(stats.var + 1e-8), stats.abs_max / g_max)
-
-
-def update_reward_stats(stats: RewardStats, rewards: Array, dones: Array, gamma: float):
-    """The statistics after env steps ``rewards`` / ``dones`` (``[S, num_envs]``, in order):
-    per step ``G = r + carried``, then ``carried = gamma * (1 - done) * G``; the step's G values
-    merge into the running mean and variance (Chan et al.'s pairwise rule) and the max."""
-
-    def step(s: RewardStats, inputs):
-        r, done = inputs
-        g = r + s.carried
-        n = jnp.asarray(g.shape[0], jnp.float32)
-        batch_mean = jnp.mean(g)
-        batch_var = jnp.mean(jnp.square(g - batch_mean))
-        count = s.count + n
-        delta = batch_mean - s.mean
-        m2 = s.var * s.count + batch_var * n + jnp.square(delta) * s.count * n / count
-        s = RewardStats(
-            carried=gamma * (1.0 - done.astype(jnp.float32)) * g,
-            mean=s.mean + delta * n / count,
-            var=m2 / count,
-            count=count,
-            abs_max=jnp.maximum(s.abs_max, jnp.max(jnp.abs(g))),
-        )
-        return s, None
-
-    return jax.lax.scan(step, stats, (rewards, dones))[0]
 
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -320,7 +283,6 @@ def _init(parts: _Parts, key: jax.Array) -> FlashSACState:
     actor_params = project_weights({"params": actor_vars["params"]})
     critic_params = project_weights({"params": critic_vars["params"]})
     log_alpha = jnp.asarray(math.log(parts.config.alpha_init), jnp.float32)
-    zero = jnp.zeros((), jnp.float32)
     return FlashSACState(
         actor_params=actor_params,
         actor_stats={"batch_stats": actor_vars["batch_stats"]},
@@ -331,9 +293,7 @@ def _init(parts: _Parts, key: jax.Array) -> FlashSACState:
         actor_opt_state=parts.actor_opt.init(actor_params),
         critic_opt_state=parts.critic_opt.init(critic_params),
         alpha_opt_state=parts.alpha_opt.init(log_alpha),
-        rewards=RewardStats(
-            jnp.zeros((parts.num_envs,), jnp.float32), zero, jnp.ones((), jnp.float32), zero, zero
-        ),
+        rewards=init_reward_stats(parts.num_envs),
     )
 
 
