@@ -52,7 +52,7 @@ from unilab_jax.algos.c51 import (
     expected_value,
     make_support,
 )
-from unilab_jax.algos.common import bind, update_target
+from unilab_jax.algos.common import bind, step_member, update_target
 from unilab_jax.algos.flash_networks import FlashActor, FlashCritic, project_weights
 from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
 from unilab_jax.algos.hyperparams import FlashSACConfig
@@ -353,11 +353,21 @@ def _act(parts: _Parts, state: FlashSACState, obs: Array) -> Array:
     return jnp.tanh(_policy(parts, state, obs)[0])
 
 
-def _stats_if_finite(loss: Array, grad_norm: Array, new: Params, old: Params) -> Params:
-    """The new BatchNorm statistics, or the old ones where ``gradient_step`` skipped a
-    non-finite step."""
+def _step_projected(parts: _Parts, state: FlashSACState, member: str, loss_fn, optimizer):
+    """``common.step_member`` on the actor or the critic, then its weights projected back onto
+    their bounds and its BatchNorm statistics (``aux["<member>_stats"]``) taken, unless the
+    guarded step was skipped as non-finite. Returns ``(state, loss, aux, grad_norm)``."""
+    old_stats = getattr(state, f"{member}_stats")
+    state, loss, aux, grad_norm = step_member(
+        state, member, loss_fn, optimizer, parts.config.max_grad_norm, parts.axis_name
+    )
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-    return jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
+    stats = jax.tree.map(
+        lambda a, b: jnp.where(finite, a, b), aux.pop(f"{member}_stats"), old_stats
+    )
+    params = project_weights(getattr(state, f"{member}_params"))
+    state = state.replace(**{f"{member}_params": params, f"{member}_stats": stats})
+    return state, loss, aux, grad_norm
 
 
 def _update_critic(parts: _Parts, state: FlashSACState, batch: Transition, key: jax.Array):
@@ -371,15 +381,7 @@ def _update_critic(parts: _Parts, state: FlashSACState, batch: Transition, key: 
         flash_critic_loss, state=state, batch=batch, next_action=next_action,
         next_log_prob=next_log_prob, networks=parts.networks, config=config,
     )  # fmt: skip
-    params, opt_state, loss, aux, grad_norm = gradient_step(
-        loss_fn, state.critic_params, state.critic_opt_state, parts.critic_opt,
-        config.max_grad_norm, axis_name,
-    )  # fmt: skip
-    state = state.replace(
-        critic_params=project_weights(params),
-        critic_stats=_stats_if_finite(loss, grad_norm, aux.pop("critic_stats"), state.critic_stats),
-        critic_opt_state=opt_state,
-    )
+    state, loss, aux, grad_norm = _step_projected(parts, state, "critic", loss_fn, parts.critic_opt)
     metrics = {"qf_loss": loss, "critic_grad_norm": grad_norm, **aux}
     metrics["reward_scale"] = reward_scale(state.rewards, config.g_max)
     return state, reduce_metrics(metrics, axis_name)
@@ -392,15 +394,7 @@ def _update_actor(parts: _Parts, state: FlashSACState, batch: Transition, key: j
         flash_actor_loss, state=state, batch=batch, action_noise=noise,
         networks=parts.networks, config=config,
     )  # fmt: skip
-    params, opt_state, loss, aux, grad_norm = gradient_step(
-        loss_fn, state.actor_params, state.actor_opt_state, parts.actor_opt,
-        config.max_grad_norm, axis_name,
-    )  # fmt: skip
-    state = state.replace(
-        actor_params=project_weights(params),
-        actor_stats=_stats_if_finite(loss, grad_norm, aux.pop("actor_stats"), state.actor_stats),
-        actor_opt_state=opt_state,
-    )
+    state, loss, aux, grad_norm = _step_projected(parts, state, "actor", loss_fn, parts.actor_opt)
     log_prob = aux.pop("log_prob")
     log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
     alpha_loss_value = jnp.zeros((), jnp.float32)
