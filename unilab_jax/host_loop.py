@@ -88,7 +88,9 @@ def run_blocks(
             state, metrics = collective(step, state)
             metrics = stop.wait(collective, jax.device_get, metrics)
         else:
-            state, metrics = step(state)
+            # The dispatch too runs in the waiting thread: on a busy CPU, XLA may run the block
+            # inside the call itself, and a second signal must still stop the run at once.
+            state, metrics = stop.wait(step, state)
             metrics = stop.wait(jax.device_get, metrics)  # the one host sync per block
         if stop.requested is not None:
             sinks.status(f"{signal_name(stop.requested)} received: stopping after this block "
