@@ -7,21 +7,28 @@ action ``tanh(mean)``. Every BatchNorm takes an explicit ``train`` flag (batch s
 the running ones updated, as torch's rule: ``(1 - m) * running + m * batch``, unbiased
 variance) instead of the module's mode, so inference never depends on ``.train()``/``.eval()``.
 Exploration holds each env's standard normal draw for a Zeta-distributed number of steps, as
-the JAX core does. The classes are defined on first use (``torch`` is imported then, not when
-this module is): ``from unilab_jax.torch.flash_actor import FlashSACActor`` imports torch.
+the JAX core does. The classes are defined on first use (``unilab_jax.torch.lazy``: ``torch``
+is imported then, not when this module is): ``from unilab_jax.torch.flash_actor import
+FlashSACActor`` imports torch; each class's methods are the plain mixin ``_<Name>Methods``, and
+the methods that build a layer of this module name it as the global the first use binds (the
+``noqa: F821`` lines).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from unilab_jax.algos.hyperparams import FlashSACConfig
+from unilab_jax.torch.lazy import define_on_first_use, no_grad
 from unilab_jax.torch.weights import JaxPath, Row
 
 __all__ = ["FlashSACActor", "flash_trunk_rows"]  # noqa: F822 (FlashSACActor: __getattr__)
 
 _FLASH = FlashSACConfig()
+# Bound to torch when a class below is first used (unilab_jax.torch.lazy).
+torch: Any = None
+nn: Any = None
+F: Any = None
 
 
 def flash_trunk_rows(
@@ -53,190 +60,169 @@ def flash_trunk_rows(
     return rows + [Row(f"{torch_prefix}.rms.weight", (*params, "rms", "scale", member), "copy")]
 
 
-_TORCH_NAMES = ("FlagBatchNorm", "FlashBlock", "FlashTrunk", "FlashSACActor")
+class _FlagBatchNormMethods:
+    """``BatchNorm1d`` (eps 1e-5) that takes the mode as an argument: ``train`` normalises with
+    the batch and updates the running statistics, else the running statistics are used."""
+
+    def __init__(self, features: int, momentum: float, device: Any = None) -> None:
+        super().__init__(features, eps=1e-5, momentum=momentum, device=device)
+        self.rate = float(momentum)  # a float for TorchScript (BatchNorm's is Optional)
+
+    def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
+        return F.batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, train, self.rate,
+            self.eps,
+        )  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    if name in _TORCH_NAMES:
-        return _torch_side()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class _FlashBlockMethods:
+    """One inverted-residual block: `x + ReLU(BN(down(ReLU(BN(up(x))))))`."""
+
+    def __init__(self, width: int, momentum: float, device: Any = None) -> None:
+        super().__init__()
+        self.up = nn.Linear(width, 4 * width, bias=False, device=device)
+        self.bn_up = FlagBatchNorm(4 * width, momentum, device)  # noqa: F821 (built on first use)
+        self.down = nn.Linear(4 * width, width, bias=False, device=device)
+        self.bn_down = FlagBatchNorm(width, momentum, device)  # noqa: F821 (built on first use)
+
+    def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
+        h = torch.relu(self.bn_up(self.up(x), train))
+        return x + torch.relu(self.bn_down(self.down(h), train))
 
 
-@functools.cache
-def _torch_side() -> dict[str, Any]:
-    """The torch modules, defined once torch is imported; each is importable (and picklable)
-    as ``unilab_jax.torch.flash_actor.<name>``."""
-    import torch
-    from torch import nn
-    from torch.nn import functional as F
+class _FlashTrunkMethods:
+    """`[N, in] -> [N, width]`: input BatchNorm, embedding, blocks, RMSNorm."""
 
-    class FlagBatchNorm(nn.BatchNorm1d):
-        """``BatchNorm1d`` (eps 1e-5) that takes the mode as an argument: ``train`` normalises with
-        the batch and updates the running statistics, else the running statistics are used."""
+    def __init__(
+        self, in_dim: int, width: int, num_blocks: int, momentum: float, device: Any = None
+    ) -> None:
+        super().__init__()
+        self.bn_in = FlagBatchNorm(in_dim, momentum, device)  # noqa: F821 (built on first use)
+        self.embed = nn.Linear(in_dim, width, bias=False, device=device)
+        blocks = [FlashBlock(width, momentum, device) for _ in range(num_blocks)]  # noqa: F821
+        self.blocks = nn.ModuleList(blocks)
+        self.rms = nn.RMSNorm(width, eps=1e-6, device=device)
 
-        def __init__(self, features: int, momentum: float, device: Any = None) -> None:
-            super().__init__(features, eps=1e-5, momentum=momentum, device=device)
-            self.rate = float(momentum)  # a float for TorchScript (BatchNorm's is Optional)
+    def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
+        x = self.embed(self.bn_in(x, train))
+        for block in self.blocks:
+            x = block(x, train)
+        return self.rms(x)
 
-        def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
-            return F.batch_norm(
-                x, self.running_mean, self.running_var, self.weight, self.bias, train, self.rate,
-                self.eps,
-            )  # fmt: skip
 
-    class FlashBlock(nn.Module):
-        """One inverted-residual block: `x + ReLU(BN(down(ReLU(BN(up(x))))))`."""
+class _FlashSACActorMethods:
+    """FlashSAC's tanh-Gaussian policy (see the module docstring)."""
 
-        def __init__(self, width: int, momentum: float, device: Any = None) -> None:
-            super().__init__()
-            self.up = nn.Linear(width, 4 * width, bias=False, device=device)
-            self.bn_up = FlagBatchNorm(4 * width, momentum, device)
-            self.down = nn.Linear(4 * width, width, bias=False, device=device)
-            self.bn_down = FlagBatchNorm(width, momentum, device)
+    def __init__(
+        self,
+        n_obs: int,
+        n_act: int,
+        hidden_dim: int = _FLASH.actor_hidden_dim,
+        num_blocks: int = _FLASH.num_blocks,
+        log_std_min: float = _FLASH.log_std_min,
+        log_std_max: float = _FLASH.log_std_max,
+        momentum: float = _FLASH.batch_norm_momentum,
+        noise_repeat_max: int = _FLASH.noise_repeat_max,
+        noise_repeat_exponent: float = _FLASH.noise_repeat_exponent,
+        device: Any = None,
+    ) -> None:
+        super().__init__()
+        self.num_blocks = num_blocks
+        self.trunk = FlashTrunk(n_obs, hidden_dim, num_blocks, momentum, device)  # noqa: F821 (built on first use)
+        self.fc_mu = nn.Linear(hidden_dim, n_act, device=device)
+        self.fc_logstd = nn.Linear(hidden_dim, n_act, device=device)
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+        k = torch.arange(1, noise_repeat_max + 1, dtype=torch.float64)
+        #: P(hold k steps) for k = 1..noise_repeat_max (a truncated Zeta distribution).
+        self.hold_probs = (k**-noise_repeat_exponent / (k**-noise_repeat_exponent).sum()).float()
+        #: Each env's current draw `[N, A]` and the steps it is still held for `[N]`.
+        self.noise: torch.Tensor | None = None
+        self.hold: torch.Tensor | None = None
 
-        def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
-            h = torch.relu(self.bn_up(self.up(x), train))
-            return x + torch.relu(self.bn_down(self.down(h), train))
+    @classmethod
+    def from_config(
+        cls,
+        config: FlashSACConfig,
+        obs_dim: int,
+        action_dim: int,
+        device: Any = None,
+        **kw: Any,
+    ) -> Any:
+        """The actor of a run with ``config``."""
+        return cls(obs_dim, action_dim, **cls.settings(config), device=device, **kw)
 
-    class FlashTrunk(nn.Module):
-        """`[N, in] -> [N, width]`: input BatchNorm, embedding, blocks, RMSNorm."""
+    @staticmethod
+    def settings(config: FlashSACConfig) -> dict[str, Any]:
+        """The constructor's settings that ``config`` fixes (plain scalars)."""
+        return {
+            "hidden_dim": config.actor_hidden_dim,
+            "num_blocks": config.num_blocks,
+            "log_std_min": config.log_std_min,
+            "log_std_max": config.log_std_max,
+            "momentum": config.batch_norm_momentum,
+            "noise_repeat_max": config.noise_repeat_max,
+            "noise_repeat_exponent": config.noise_repeat_exponent,
+        }
 
-        def __init__(
-            self, in_dim: int, width: int, num_blocks: int, momentum: float, device: Any = None
-        ) -> None:
-            super().__init__()
-            self.bn_in = FlagBatchNorm(in_dim, momentum, device)
-            self.embed = nn.Linear(in_dim, width, bias=False, device=device)
-            self.blocks = nn.ModuleList(
-                FlashBlock(width, momentum, device) for _ in range(num_blocks)
-            )
-            self.rms = nn.RMSNorm(width, eps=1e-6, device=device)
+    def mean_and_log_std(
+        self, obs: torch.Tensor, train: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-squash `(mean, log_std)`, each `[N, A]`; `train`: BatchNorm on the batch."""
+        z = self.trunk(obs, train)
+        half_range = 0.5 * (self.log_std_max - self.log_std_min)
+        log_std = self.log_std_min + half_range * (torch.tanh(self.fc_logstd(z)) + 1.0)
+        return self.fc_mu(z), log_std
 
-        def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
-            x = self.embed(self.bn_in(x, train))
-            for block in self.blocks:
-                x = block(x, train)
-            return self.rms(x)
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        """``tanh(mean)`` with the running statistics (what the JAX actor's evaluation does)."""
+        return torch.tanh(self.mean_and_log_std(obs)[0])
 
-    class FlashSACActor(nn.Module):
-        """FlashSAC's tanh-Gaussian policy (see the module docstring)."""
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.deterministic(obs)
 
-        def __init__(
-            self,
-            n_obs: int,
-            n_act: int,
-            hidden_dim: int = _FLASH.actor_hidden_dim,
-            num_blocks: int = _FLASH.num_blocks,
-            log_std_min: float = _FLASH.log_std_min,
-            log_std_max: float = _FLASH.log_std_max,
-            momentum: float = _FLASH.batch_norm_momentum,
-            noise_repeat_max: int = _FLASH.noise_repeat_max,
-            noise_repeat_exponent: float = _FLASH.noise_repeat_exponent,
-            device: Any = None,
-        ) -> None:
-            super().__init__()
-            self.num_blocks = num_blocks
-            self.trunk = FlashTrunk(n_obs, hidden_dim, num_blocks, momentum, device)
-            self.fc_mu = nn.Linear(hidden_dim, n_act, device=device)
-            self.fc_logstd = nn.Linear(hidden_dim, n_act, device=device)
-            self.log_std_min = log_std_min
-            self.log_std_max = log_std_max
-            k = torch.arange(1, noise_repeat_max + 1, dtype=torch.float64)
-            #: P(hold k steps) for k = 1..noise_repeat_max (a truncated Zeta distribution).
-            self.hold_probs = (
-                k**-noise_repeat_exponent / (k**-noise_repeat_exponent).sum()
-            ).float()
-            #: Each env's current draw `[N, A]` and the steps it is still held for `[N]`.
-            self.noise: torch.Tensor | None = None
-            self.hold: torch.Tensor | None = None
-
-        @classmethod
-        def from_config(
-            cls,
-            config: FlashSACConfig,
-            obs_dim: int,
-            action_dim: int,
-            device: Any = None,
-            **kw: Any,
-        ) -> FlashSACActor:
-            """The actor of a run with ``config``."""
-            return cls(obs_dim, action_dim, **cls.settings(config), device=device, **kw)
-
-        @staticmethod
-        def settings(config: FlashSACConfig) -> dict[str, Any]:
-            """The constructor's settings that ``config`` fixes (plain scalars)."""
-            return {
-                "hidden_dim": config.actor_hidden_dim,
-                "num_blocks": config.num_blocks,
-                "log_std_min": config.log_std_min,
-                "log_std_max": config.log_std_max,
-                "momentum": config.batch_norm_momentum,
-                "noise_repeat_max": config.noise_repeat_max,
-                "noise_repeat_exponent": config.noise_repeat_exponent,
-            }
-
-        def mean_and_log_std(
-            self, obs: torch.Tensor, train: bool = False
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            """Pre-squash `(mean, log_std)`, each `[N, A]`; `train`: BatchNorm on the batch."""
-            z = self.trunk(obs, train)
-            half_range = 0.5 * (self.log_std_max - self.log_std_min)
-            log_std = self.log_std_min + half_range * (torch.tanh(self.fc_logstd(z)) + 1.0)
-            return self.fc_mu(z), log_std
-
-        def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-            """``tanh(mean)`` with the running statistics (what the JAX actor's evaluation does)."""
-            return torch.tanh(self.mean_and_log_std(obs)[0])
-
-        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    @no_grad
+    def explore(
+        self, obs: torch.Tensor, dones: torch.Tensor | bool | None = None,
+        deterministic: bool = False,
+    ) -> torch.Tensor:  # fmt: skip
+        """``tanh(mean + std * n)``, each env's ``n`` redrawn when its hold runs out (``dones``
+        does not restart it); a bool second argument means ``deterministic``."""
+        if isinstance(dones, bool):
+            deterministic = dones
+        if deterministic:
             return self.deterministic(obs)
+        mean, log_std = self.mean_and_log_std(obs)
+        if self.noise is None or self.noise.shape != mean.shape:
+            self.noise = torch.zeros_like(mean)
+            self.hold = torch.zeros(mean.shape[0], dtype=torch.long, device=mean.device)
+        redraw = self.hold <= 0
+        self.noise = torch.where(redraw[:, None], torch.randn_like(mean), self.noise)
+        probs = self.hold_probs.to(mean.device)
+        holds = torch.multinomial(probs, mean.shape[0], replacement=True) + 1
+        self.hold = torch.where(redraw, holds, self.hold) - 1
+        return torch.tanh(mean + torch.exp(log_std) * self.noise)
 
-        @torch.no_grad()
-        def explore(
-            self, obs: torch.Tensor, dones: torch.Tensor | bool | None = None,
-            deterministic: bool = False,
-        ) -> torch.Tensor:  # fmt: skip
-            """``tanh(mean + std * n)``, each env's ``n`` redrawn when its hold runs out (``dones``
-            does not restart it); a bool second argument means ``deterministic``."""
-            if isinstance(dones, bool):
-                deterministic = dones
-            if deterministic:
-                return self.deterministic(obs)
-            mean, log_std = self.mean_and_log_std(obs)
-            if self.noise is None or self.noise.shape != mean.shape:
-                self.noise = torch.zeros_like(mean)
-                self.hold = torch.zeros(mean.shape[0], dtype=torch.long, device=mean.device)
-            redraw = self.hold <= 0
-            self.noise = torch.where(redraw[:, None], torch.randn_like(mean), self.noise)
-            probs = self.hold_probs.to(mean.device)
-            holds = torch.multinomial(probs, mean.shape[0], replacement=True) + 1
-            self.hold = torch.where(redraw, holds, self.hold) - 1
-            return torch.tanh(mean + torch.exp(log_std) * self.noise)
+    def jax_rows(self, prefix: str = "actor", root: JaxPath = ("actor_params", "params")) -> list:
+        """The weights' table: ``{prefix}.trunk`` / ``fc_mu`` / ``fc_logstd`` <-> the JAX
+        actor's ``trunk`` / ``mu`` / ``log_std`` under ``root`` (member 0), its BatchNorm
+        statistics under ``actor_stats``."""
+        stats = (root[0].replace("_params", "_stats"), "batch_stats", "trunk")
+        rows = flash_trunk_rows(f"{prefix}.trunk", (*root, "trunk"), stats, self.num_blocks)
+        for torch_name, jax_name in (("fc_mu", "mu"), ("fc_logstd", "log_std")):
+            rows += [
+                Row(f"{prefix}.{torch_name}.weight", (*root, jax_name, "kernel", 0), "transpose"),
+                Row(f"{prefix}.{torch_name}.bias", (*root, jax_name, "bias", 0), "copy"),
+            ]
+        return rows
 
-        def jax_rows(
-            self, prefix: str = "actor", root: JaxPath = ("actor_params", "params")
-        ) -> list:
-            """The weights' table: ``{prefix}.trunk`` / ``fc_mu`` / ``fc_logstd`` <-> the JAX
-            actor's ``trunk`` / ``mu`` / ``log_std`` under ``root`` (member 0), its BatchNorm
-            statistics under ``actor_stats``."""
-            stats = (root[0].replace("_params", "_stats"), "batch_stats", "trunk")
-            rows = flash_trunk_rows(f"{prefix}.trunk", (*root, "trunk"), stats, self.num_blocks)
-            for torch_name, jax_name in (("fc_mu", "mu"), ("fc_logstd", "log_std")):
-                rows += [
-                    Row(
-                        f"{prefix}.{torch_name}.weight", (*root, jax_name, "kernel", 0), "transpose"
-                    ),
-                    Row(f"{prefix}.{torch_name}.bias", (*root, jax_name, "bias", 0), "copy"),
-                ]
-            return rows
 
-    names = {
-        "FlagBatchNorm": FlagBatchNorm,
-        "FlashBlock": FlashBlock,
-        "FlashTrunk": FlashTrunk,
-        "FlashSACActor": FlashSACActor,
-    }
-    for name, value in names.items():
-        value.__module__ = __name__
-        value.__qualname__ = name
-    return names
+__getattr__ = define_on_first_use(
+    __name__,
+    {
+        "FlagBatchNorm": (_FlagBatchNormMethods, "BatchNorm1d"),
+        "FlashBlock": (_FlashBlockMethods, "Module"),
+        "FlashTrunk": (_FlashTrunkMethods, "Module"),
+        "FlashSACActor": (_FlashSACActorMethods, "Module"),
+    },
+)
