@@ -84,14 +84,11 @@ def run_blocks(
         n = block_length(config, done)
         step = stop.wait(trainer.step_fn, state, n)
         t0 = time.perf_counter()
-        if several:
-            state, metrics = collective(step, state)
-            metrics = stop.wait(collective, jax.device_get, metrics)
-        else:
-            # The dispatch too runs in the waiting thread: on a busy CPU, XLA may run the block
-            # inside the call itself, and a second signal must still stop the run at once.
-            state, metrics = stop.wait(step, state)
-            metrics = stop.wait(jax.device_get, metrics)  # the one host sync per block
+        call = collective if several else _call
+        # The dispatch too runs in the waiting thread: on a busy CPU, XLA may run the block
+        # inside the call itself, and a second signal must still stop the run at once.
+        state, metrics = stop.wait(call, step, state)
+        metrics = stop.wait(call, jax.device_get, metrics)  # the one host sync per block
         if stop.requested is not None:
             sinks.status(f"{signal_name(stop.requested)} received: stopping after this block "
                      "(send it again to stop at once)")  # fmt: skip
@@ -140,3 +137,8 @@ def collective(fn, *args):
         if not distributed.peer_failure(err):
             raise
         raise distributed.lost_process(err) from err
+
+
+def _call(fn, *args):
+    """``fn(*args)``: what ``collective`` is for a single process."""
+    return fn(*args)
