@@ -24,6 +24,7 @@ from torch import nn
 
 from unilab.algos.torch.fast_sac.learner import FastSACLearner, SACActor
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner, TD3Actor
+from unilab.algos.torch.flash_sac.learner import FlashSACActor, FlashSACLearner
 from unilab_jax.algos.registry import AlgoSpec, get_algo
 
 __all__ = [
@@ -57,6 +58,11 @@ def _td3_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs
     return TD3Actor(obs_dim, action_dim, num_envs, hidden_dim=hidden_dim, device=device, **kwargs)
 
 
+def _flash_sac_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs, **kwargs):
+    del use_layer_norm, num_envs  # BatchNorm / RMSNorm always; per-env noise sizes itself
+    return FlashSACActor(obs_dim, action_dim, hidden_dim=hidden_dim, device=device, **kwargs)
+
+
 def _sac_actor_kwargs(learner: FastSACLearner) -> dict[str, Any]:
     return {
         "log_std_min": learner.actor.log_std_min,
@@ -71,6 +77,12 @@ def _td3_actor_kwargs(learner: FastTD3Learner) -> dict[str, Any]:
         "log_std_max": math.log(learner.actor.std_max),
         "noise_correlation": learner.actor.noise_correlation,
     }
+
+
+def _flash_sac_actor_kwargs(learner: FlashSACLearner) -> dict[str, Any]:
+    settings = FlashSACActor.settings(learner.config)
+    del settings["hidden_dim"]  # the collector's actor_hidden_dim
+    return settings
 
 
 def _function(reference: str) -> Callable:
@@ -122,6 +134,10 @@ TORCH_ALGOS: dict[str, TorchAlgoSpec] = {
             "td3", FastTD3Learner, _td3_actor, _td3_actor_kwargs,
             f"{_CONVERT}:torch_td3_to_jax", f"{_CONVERT}:jax_td3_to_torch",
         ),
+        TorchAlgoSpec(
+            "flash_sac", FlashSACLearner, _flash_sac_actor, _flash_sac_actor_kwargs,
+            f"{_CONVERT}:torch_flash_sac_to_jax", f"{_CONVERT}:jax_flash_sac_to_torch",
+        ),
     )
 }  # fmt: skip
 
@@ -146,10 +162,13 @@ def build_actor(
     num_envs: int,
     **actor_kwargs: Any,
 ) -> nn.Module:
-    """A fresh actor for ``algo_type`` ("sac": ``SACActor``, "td3": ``TD3Actor``).
+    """A fresh actor for ``algo_type`` ("sac": ``SACActor``, "td3": ``TD3Actor``,
+    "flash_sac": ``FlashSACActor``).
 
     ``actor_kwargs``: sac ``log_std_min``, ``log_std_max``, ``noise_correlation``; td3
-    ``log_std_min``, ``log_std_max``, ``init_scale``, ``noise_correlation``.
+    ``log_std_min``, ``log_std_max``, ``init_scale``, ``noise_correlation``; flash_sac
+    ``FlashSACActor.settings`` but ``hidden_dim`` (``num_blocks``, ``log_std_min``,
+    ``log_std_max``, ``momentum``, ``noise_repeat_max``, ``noise_repeat_exponent``).
     ``use_layer_norm`` applies to SAC only.
     """
     builder = get_torch_algo(algo_type).actor_builder

@@ -78,7 +78,7 @@ def draw_seed() -> int:
 
 
 def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_type: str) -> dict:
-    """Train ``learner`` (a ``FastSACLearner`` / ``FastTD3Learner``) as ``config`` says (the
+    """Train ``learner`` (a learner of ``unilab.algos.torch.registry``) as ``config`` says (the
     facade's translation, ``settings.train_config``) with the JAX core and write the trained
     state back into it.
 

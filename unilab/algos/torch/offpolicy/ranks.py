@@ -70,12 +70,17 @@ def wait_on_lead(wait: Callable[[], float] | None) -> float:
 
 
 def broadcast_normalizers(learner: Any) -> None:
-    """Rank 0 fed the normaliser; every rank takes its statistics."""
+    """Rank 0 fed the normaliser (and a learner's reward statistics, FlashSAC's); every rank
+    takes its statistics."""
     for name in ("obs_normalizer", "critic_normalizer"):
         normalizer = getattr(learner, name, None)
         if isinstance(normalizer, EmpiricalNormalization):
             for buffer in normalizer.buffers():
                 dist.broadcast(buffer, src=0)
+    reward_stats = getattr(learner, "reward_stats", None)
+    if reward_stats is not None:  # sized alike on every rank (`TorchLoop._run_loop`)
+        for buffer in reward_stats.buffers():
+            dist.broadcast(buffer, src=0)
 
 
 def _free_port() -> int:

@@ -12,7 +12,8 @@
   and the H2D thread prefetched, and releases the collector before training.
 
 One iteration: wait for this iteration's data (sync: one new chunk, past the start threshold
-`TrainConfig.train_start_rows`), take the collector's metrics, feed the normaliser, let the
+`TrainConfig.train_start_rows`), take the collector's metrics, feed the normaliser (and the
+reward statistics of a learner that keeps them, `learner.observe_rewards`), let the
 batch source prepare, run the update schedule (`common.updates.run_updates`), publish the
 actor (and statistics) through `SharedWeightSync`, release the collector, then hand the
 iteration's record (`RunState.record`, the core's block layout) to the core's sinks
@@ -218,6 +219,9 @@ class TorchLoop(AsyncRunner):
         logger_type: str,
     ) -> None:  # fmt: skip
         logger = None
+        stats = getattr(self.learner, "reward_stats", None)
+        if stats is not None:  # each env's carried return, for this run's envs
+            stats.resize(self.num_envs)
         if run.lead:
             run.config = self.config.replace(
                 max_iterations=max_iterations, save_interval=save_interval
@@ -374,14 +378,27 @@ class TorchLoop(AsyncRunner):
                 time.sleep(_ASYNC_POLL_S)
 
     def _feed_normalizer(self) -> None:
-        """Merge the observations collected since the last iteration into the statistics."""
-        if not self.obs_normalization:
+        """Merge the rows collected since the last iteration into the learner's statistics:
+        observations into its normalisers, and (a learner with ``observe_rewards``, FlashSAC)
+        rewards and episode ends ``[S, num_envs]`` in step order, as the JAX loop's
+        ``Agent.observe_rewards``."""
+        observe = getattr(self.learner, "observe_rewards", None)
+        if not self.obs_normalization and observe is None:
             return
         rows, self._replay_read_ptr = self.replay_buffer.rows_since(self._replay_read_ptr)
         if rows.shape[0] == 0:
             return
         columns = self.replay_buffer.split_columns(rows.to(self.device))
-        self.learner.update_normalizers(columns["obs"], columns.get("critic"))
+        if self.obs_normalization:
+            self.learner.update_normalizers(columns["obs"], columns.get("critic"))
+        if observe is not None:
+            # The collector adds one row per env per step, so the rows are whole steps in env
+            # order (the ring drops whole steps, as its capacity is a multiple of num_envs).
+            steps = columns["rewards"].shape[0] // self.num_envs
+            observe(
+                columns["rewards"].reshape(steps, self.num_envs),
+                columns["dones"].reshape(steps, self.num_envs) > 0,
+            )
 
     def _local_batch_size(self) -> int:
         """Rows of one update on one rank: the global batch is split evenly over the ranks."""

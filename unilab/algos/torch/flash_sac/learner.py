@@ -1,0 +1,378 @@
+"""FlashSAC in PyTorch with the facade's learner contract, matched to `unilab_jax.algos.flash_sac`.
+
+Per critic step (`update_critic`), on rewards divided by `max(sqrt(var G + 1e-8), max|G| /
+g_max)` (`reward_stats`, each env's running discounted return, fed by `observe_rewards`):
+`a', logpi' ~ pi(.|s')` from the actor on its running statistics; current and next rows go
+through each critic as one batch of 2B (both halves share the batch's BatchNorm statistics);
+the target critic's next half, per row the member of lowest expected value, is projected at
+`r + gamma * bootstrap * (z - alpha * logpi')` onto the fixed support; both online members
+regress onto it (mean cross-entropy over members and rows). Per actor step (`update_actor`):
+the actor on `[s; s']` in training mode, loss `mean(alpha * logpi - min_i Q_i(s, a))` with the
+critics on their running statistics, then (with `use_autotune`) the temperature step
+`-alpha * (mean logpi + target_entropy)`. Adam (AdamW with `weight_decay`) whose learning rate
+decays on a cosine from its start to `lr_final_ratio` of it over `lr_decay_steps` of its own
+steps; after every actor or critic optimiser step the weights are projected back onto their
+norm bounds (`networks.project_weights_`). `soft_update_target`: Polyak averaging of the
+critic's parameters (the target keeps no BatchNorm statistics: it normalises with the batch's).
+
+The maths is a transcription of the JAX core (same formulas, operation order and constants);
+`unilab.algos.torch.convert` moves every weight, BatchNorm statistic, optimiser moment and
+count, the temperature and the reward statistics between the two exactly. Defaults are
+`FlashSACConfig`'s, which the learner keeps as `config`.
+
+Deviations, and where the torch side necessarily differs from the JAX one:
+- Learning rates follow the optimiser's own step count: after every step (and every load)
+  each optimiser's rate is set to the schedule's value for its next step
+  (`sync_learning_rates`, `networks.cosine_lr`: float32 as optax); optax keeps a second,
+  always equal count for the schedule, which the converter fills from the Adam count.
+- A step whose loss or gradient norm is non-finite is skipped and, as in JAX, the BatchNorm
+  statistics its forward pass moved are restored; the weights are projected either way.
+- `update_critic(batch, noise=None)` / `update_actor(batch, noise=None)` take the standard
+  normal `[B, A]` draw, so a test can feed both frameworks the same noise.
+- The facade's collector explores with the actor from the first step (`FlashSACActor.explore`,
+  the Zeta-held noise); the JAX loop's uniform random actions before the first actor update
+  are not reproduced (the collector's actor copy does not know the learner's step count).
+- No observation normaliser (the input BatchNorm normalises): `obs_normalizer` /
+  `critic_normalizer` are `nn.Identity` so that callers written for FastSAC work unchanged,
+  and `update_normalizers` does nothing. No symmetry augmentation, AMP or `torch.compile`.
+- `world_size > 1` averages gradients across ranks; BatchNorm statistics stay per rank (the
+  JAX core spans them over devices), and the runner broadcasts rank 0's reward statistics.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from unilab.algos.torch.common.networks import (
+    bootstrap_mask,
+    categorical_cross_entropy,
+    categorical_projection,
+    clipped_target_mass,
+    expected_value,
+)
+from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
+from unilab.algos.torch.flash_sac.networks import (
+    FlashSACCritic,
+    RewardStatistics,
+    cosine_lr,
+    project_weights_,
+    running_stats,
+    sample_tanh_gaussian,
+    without_running_stats,
+)
+from unilab_jax.algos.hyperparams import FlashSACConfig
+from unilab_jax.torch.flash_actor import FlashSACActor
+
+__all__ = ["FlashSACActor", "FlashSACCritic", "FlashSACLearner"]
+
+_DEFAULTS = FlashSACConfig()
+_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(FlashSACConfig))
+Batch = Mapping[str, torch.Tensor]
+
+
+class FlashSACLearner:
+    """FlashSAC learner: `actor`, `qnet`, `qnet_target`, `log_alpha`, `reward_stats`, three
+    optimisers.
+
+    Batches are dicts of tensors with keys `obs, next_obs, actions, rewards, dones, truncated`
+    and optionally `critic, next_critic` (falling back to `obs, next_obs`); rewards raw (the
+    learner scales them). `num_envs`: the envs whose returns `observe_rewards` follows (the
+    runner resizes it to its own). `update_count` counts `update_critic` calls.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        critic_obs_dim: int | None = None,
+        device: torch.device | str = "cpu",
+        num_envs: int = 1,
+        gamma: float = _DEFAULTS.gamma,
+        tau: float = _DEFAULTS.tau,
+        actor_lr: float = _DEFAULTS.actor_lr,
+        critic_lr: float = _DEFAULTS.critic_lr,
+        alpha_lr: float = _DEFAULTS.alpha_lr,
+        lr_decay_steps: int = _DEFAULTS.lr_decay_steps,
+        lr_final_ratio: float = _DEFAULTS.lr_final_ratio,
+        alpha_init: float = _DEFAULTS.alpha_init,
+        target_entropy_std: float = _DEFAULTS.target_entropy_std,
+        use_autotune: bool = _DEFAULTS.use_autotune,
+        weight_decay: float = _DEFAULTS.weight_decay,
+        max_grad_norm: float = _DEFAULTS.max_grad_norm,
+        actor_hidden_dim: int = _DEFAULTS.actor_hidden_dim,
+        critic_hidden_dim: int = _DEFAULTS.critic_hidden_dim,
+        num_blocks: int = _DEFAULTS.num_blocks,
+        num_q_networks: int = _DEFAULTS.num_q_networks,
+        num_atoms: int = _DEFAULTS.num_atoms,
+        v_min: float = _DEFAULTS.v_min,
+        v_max: float = _DEFAULTS.v_max,
+        g_max: float = _DEFAULTS.g_max,
+        reward_scaling: bool = _DEFAULTS.reward_scaling,
+        batch_norm_momentum: float = _DEFAULTS.batch_norm_momentum,
+        log_std_min: float = _DEFAULTS.log_std_min,
+        log_std_max: float = _DEFAULTS.log_std_max,
+        noise_repeat_max: int = _DEFAULTS.noise_repeat_max,
+        noise_repeat_exponent: float = _DEFAULTS.noise_repeat_exponent,
+        world_size: int = 1,
+    ) -> None:
+        given = locals()  # the hyperparameters are FlashSACConfig's fields, by name
+        self.config = FlashSACConfig(**{name: given[name] for name in _CONFIG_FIELDS})
+        self.config.validate()  # one line naming a setting that cannot work, before any net
+        self.device = torch.device(device)
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
+        self.world_size = world_size
+        # The entropy of a Gaussian of std `target_entropy_std` in every action dimension.
+        std = self.config.target_entropy_std
+        self.target_entropy = 0.5 * action_dim * math.log(2.0 * math.pi * math.e * std**2)
+        self.update_count = 0
+        self._build_networks(num_envs)
+        self._build_optimizers()
+
+    def _build_networks(self, num_envs: int) -> None:
+        """Actor, critic ensemble and its target (projected, as the JAX init), temperature,
+        reward statistics, and the identity normalisers."""
+        cfg, device = self.config, self.device
+        self.actor = FlashSACActor.from_config(cfg, self.obs_dim, self.action_dim, device)
+        self.qnet = FlashSACCritic(
+            self.critic_obs_dim, self.action_dim, cfg.critic_hidden_dim, cfg.num_blocks,
+            cfg.num_atoms, cfg.num_q_networks, cfg.batch_norm_momentum, device,
+        )  # fmt: skip
+        # As the JAX init: standard normal weights (projected, each output unit's weights are
+        # a uniform random direction) and zero biases.
+        for module in (self.actor, self.qnet):
+            for layer in module.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.normal_(layer.weight)
+                    if layer.bias is not None:
+                        nn.init.zeros_(layer.bias)
+            project_weights_(module)
+        self.qnet_target = without_running_stats(copy.deepcopy(self.qnet)).requires_grad_(False)
+        self.log_alpha = torch.tensor(
+            [math.log(cfg.alpha_init)], dtype=torch.float32, device=device, requires_grad=True
+        )  # shape [1] as FastSAC's (the JAX state holds a scalar)
+        self.reward_stats = RewardStatistics(num_envs, device)
+        self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, device=device)
+        self.obs_normalizer = nn.Identity()
+        self.critic_normalizer = nn.Identity()
+
+    def _build_optimizers(self) -> None:
+        cfg = self.config
+        fused = self.device.type == "cuda"
+
+        def adam(params, lr, weight_decay):
+            # AdamW without decay is Adam, as the JAX core's `_optimizer` chooses.
+            return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
+
+        self.actor_optimizer = adam(self.actor.parameters(), cfg.actor_lr, cfg.weight_decay)
+        self.q_optimizer = adam(self.qnet.parameters(), cfg.critic_lr, cfg.weight_decay)
+        self.alpha_optimizer = adam([self.log_alpha], cfg.alpha_lr, 0.0)
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The current temperature `exp(log_alpha)` as a scalar (no gradient)."""
+        return self.log_alpha.detach().exp().reshape(())
+
+    # --- the statistics the runner feeds -------------------------------------------------------
+
+    def update_normalizers(self, obs: torch.Tensor, critic: torch.Tensor | None = None) -> None:
+        """Nothing: FlashSAC has no running observation normaliser."""
+        del obs, critic
+
+    def observe_rewards(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
+        """Merge collected env steps (`[S, num_envs]` rewards and episode ends, in order) into
+        the reward statistics (`unilab_jax.algos.agent.Agent.observe_rewards`)."""
+        self.reward_stats.observe(rewards, dones, self.config.gamma)
+
+    def reward_scale(self) -> torch.Tensor:
+        """The current divisor of the rewards (1 before any return was seen)."""
+        return self.reward_stats.scale(self.config.g_max)
+
+    # --- losses ------------------------------------------------------------------------------
+
+    def _prepared(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """The batch's fields, rewards scaled (with `reward_scaling`), the bootstrap mask."""
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        dones = batch["dones"].reshape(-1)
+        rewards = batch["rewards"].reshape(-1).to(torch.float32)
+        if self.config.reward_scaling:
+            rewards = rewards / self.reward_scale()
+        return {
+            "obs": obs,
+            "next_obs": next_obs,
+            "critic": batch.get("critic", obs),
+            "next_critic": batch.get("next_critic", next_obs),
+            "actions": batch["actions"],
+            "rewards": rewards,
+            "bootstrap": bootstrap_mask(dones, batch.get("truncated", torch.zeros_like(dones))),
+        }
+
+    @torch.no_grad()
+    def _target(self, b: dict[str, torch.Tensor], obs2, act2, next_log_prob) -> tuple:
+        """The projected soft target `[B, K]` from the lowest target member per row, and the
+        clipped target mass."""
+        cfg, n = self.config, b["rewards"].shape[0]
+        next_probs = torch.softmax(self.qnet_target(obs2, act2, train=True)[:, n:], dim=-1)
+        lowest = torch.argmin(expected_value(next_probs, self.support), dim=0)  # [B]
+        index = lowest[None, :, None].expand(1, *next_probs.shape[1:])
+        next_probs = torch.gather(next_probs, 0, index)[0]  # [B, K]
+        soft_rewards = b["rewards"] - cfg.gamma * b["bootstrap"] * self.alpha * next_log_prob
+        args = (soft_rewards, b["bootstrap"], cfg.gamma, cfg.v_min, cfg.v_max, self.support)
+        return categorical_projection(next_probs, *args), clipped_target_mass(next_probs, *args)
+
+    def compute_critic_loss(
+        self, batch: Batch, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Cross-entropy of every member against the soft target on `[s; s']` rows (moves the
+        critic's BatchNorm statistics). Returns `(loss, aux)`: the target's range and clipped
+        mass."""
+        b = self._prepared(batch)
+        n = b["rewards"].shape[0]
+        with torch.no_grad():
+            next_mean, next_log_std = self.actor.mean_and_log_std(b["next_obs"])
+            if noise is None:
+                noise = torch.randn_like(next_mean)
+            next_action, next_log_prob = sample_tanh_gaussian(next_mean, next_log_std, noise)
+        obs2 = torch.cat([b["critic"], b["next_critic"]])
+        act2 = torch.cat([b["actions"], next_action])
+        target_probs, (clip_low, clip_high) = self._target(b, obs2, act2, next_log_prob)
+        logits = self.qnet(obs2, act2, train=True)
+        loss = torch.mean(categorical_cross_entropy(target_probs, logits[:, :n]))
+        values = expected_value(target_probs, self.support)
+        aux = {
+            "target_q_max": values.max(),
+            "target_q_min": values.min(),
+            "target_clip_low": clip_low,
+            "target_clip_high": clip_high,
+        }
+        return loss, aux
+
+    def compute_actor_loss(
+        self, batch: Batch, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """`mean(alpha * logpi - min_i Q_i)` over the current rows; the actor runs on `[s; s']`
+        in training mode (moves its BatchNorm statistics). Aux: `log_prob [B]`, entropy, std."""
+        b = self._prepared(batch)
+        n = b["rewards"].shape[0]
+        mean, log_std = self.actor.mean_and_log_std(torch.cat([b["obs"], b["next_obs"]]), True)
+        if noise is None:
+            noise = torch.randn_like(mean[:n])
+        action, log_prob = sample_tanh_gaussian(mean[:n], log_std[:n], noise)
+        logits = self.qnet(b["critic"], action, train=False)  # [E, B, K]
+        q = torch.min(expected_value(torch.softmax(logits, dim=-1), self.support), dim=0).values
+        loss = torch.mean(self.alpha * log_prob - q)
+        aux = {
+            "log_prob": log_prob.detach(),
+            "policy_entropy": -torch.mean(log_prob).detach(),
+            "action_std": torch.mean(torch.exp(log_std[:n])).detach(),
+        }
+        return loss, aux
+
+    # --- the learner contract ----------------------------------------------------------------
+
+    def _projected_step(
+        self, module: nn.Module, optimizer: torch.optim.Optimizer,
+        loss_fn: Callable[[], tuple[torch.Tensor, dict[str, torch.Tensor]]],
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:  # fmt: skip
+        """One guarded step of `module` on `loss_fn()`, then its weights projected; the
+        BatchNorm statistics the forward pass moved are restored when the step is skipped.
+        Returns `(loss, aux, grad_norm)`."""
+        saved = [stat.clone() for stat in running_stats(module)]
+        loss, aux = loss_fn()
+        grad_norm, stepped = self._step(loss, list(module.parameters()), optimizer)
+        if not stepped:
+            with torch.no_grad():
+                for stat, old in zip(running_stats(module), saved, strict=True):
+                    stat.copy_(old)
+        project_weights_(module)
+        return loss, aux, grad_norm
+
+    def _step(
+        self, loss: torch.Tensor, params: list[torch.Tensor], optimizer: torch.optim.Optimizer
+    ) -> tuple[torch.Tensor, bool]:
+        """`guarded_step` (no clipping for the temperature), then the next step's rate."""
+        clip = 0.0 if optimizer is self.alpha_optimizer else self.config.max_grad_norm
+        grad_norm, stepped = guarded_step(loss, params, optimizer, clip, self.world_size)
+        self.sync_learning_rates()
+        return grad_norm, stepped
+
+    def sync_learning_rates(self) -> None:
+        """Set each optimiser's learning rate to the cosine schedule's value at the steps it
+        has taken (the rate of its next step, as optax's schedule count gives it)."""
+        cfg = self.config
+        for optimizer, base_lr in (
+            (self.actor_optimizer, cfg.actor_lr),
+            (self.q_optimizer, cfg.critic_lr),
+            (self.alpha_optimizer, cfg.alpha_lr),
+        ):
+            steps = {float(s["step"]) for s in optimizer.state.values() if "step" in s}
+            step = int(steps.pop()) if steps else 0
+            lr = cosine_lr(base_lr, step, cfg.lr_decay_steps, cfg.lr_final_ratio)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
+    def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
+        """One critic step. `noise`: optional standard normal `[B, A]` for the next action."""
+        loss, aux, grad_norm = self._projected_step(
+            self.qnet, self.q_optimizer, lambda: self.compute_critic_loss(batch, noise)
+        )  # fmt: skip
+        self.update_count += 1
+        metrics = {"qf_loss": loss, "critic_grad_norm": grad_norm, **aux}
+        return metrics_to_floats({**metrics, "reward_scale": self.reward_scale()})
+
+    def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
+        """One actor step, then (with `use_autotune`) one temperature step. `noise`: optional
+        standard normal `[B, A]` for the action sample."""
+        loss, aux, grad_norm = self._projected_step(
+            self.actor, self.actor_optimizer, lambda: self.compute_actor_loss(batch, noise)
+        )  # fmt: skip
+        log_prob = aux.pop("log_prob")
+        alpha_loss = torch.zeros((), device=self.device)
+        if self.config.use_autotune:
+            # -alpha * (mean logpi + H_target): the mean first, as the JAX core computes it.
+            error = torch.mean(log_prob) + self.target_entropy
+            alpha_loss = -(torch.exp(self.log_alpha.reshape(())) * error)
+            self._step(alpha_loss, [self.log_alpha], self.alpha_optimizer)
+        metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
+        return metrics_to_floats({**metrics, "alpha_loss": alpha_loss, "alpha": self.alpha})
+
+    def soft_update_target(self) -> None:
+        """Polyak-average the critic's parameters into `qnet_target` with rate `tau`."""
+        polyak_update(self.qnet_target, self.qnet, self.config.tau)
+
+    def get_state_dict(self) -> dict[str, Any]:
+        """Checkpoint: networks, temperature, optimisers, reward statistics, update count."""
+        return {
+            "actor": self.actor.state_dict(),
+            "qnet": self.qnet.state_dict(),
+            "qnet_target": self.qnet_target.state_dict(),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "q_optimizer": self.q_optimizer.state_dict(),
+            "alpha_optimizer": self.alpha_optimizer.state_dict(),
+            "reward_stats": self.reward_stats.state_dict(),
+            "update_count": self.update_count,
+        }
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore `get_state_dict()` (the reward statistics with their own env count)."""
+        self.actor.load_state_dict(state_dict["actor"])
+        self.qnet.load_state_dict(state_dict["qnet"])
+        self.qnet_target.load_state_dict(state_dict["qnet_target"])
+        with torch.no_grad():
+            self.log_alpha.copy_(torch.as_tensor(state_dict["log_alpha"]).reshape(1))
+        self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
+        self.q_optimizer.load_state_dict(state_dict["q_optimizer"])
+        self.alpha_optimizer.load_state_dict(state_dict["alpha_optimizer"])
+        self.reward_stats.resize(int(state_dict["reward_stats"]["carried"].shape[0]))
+        self.reward_stats.load_state_dict(state_dict["reward_stats"])
+        self.sync_learning_rates()  # (a checkpoint's rates already are)
+        self.update_count = int(state_dict["update_count"])
