@@ -6,6 +6,7 @@ compiles."""
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -127,9 +128,15 @@ def test_a_loaded_policy_evaluates_on_c_mujoco_as_the_trainer_did(run, trainer):
     assert played.qpos.shape == (20, GO1.eval_envs, env.task.model.nq)
 
 
+def _without_device_count() -> str:
+    """This process's ``XLA_FLAGS`` (the suite's, ``conftest.py``) less any host device count."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return re.sub(r"--xla_force_host_platform_device_count=\S*", "", flags).strip()
+
+
 def _cli(args, log_dir):
     env = {**os.environ, "UNILAB_JAX_PRESET": "none"}
-    env.pop("XLA_FLAGS", None)  # the CLI forces the host devices it needs
+    env["XLA_FLAGS"] = _without_device_count()  # the CLI forces the host devices it needs
     cmd = [sys.executable, "-m", "unilab_jax.train", "--env", "PendulumSwingup", "--algo", "sac",
            "--physics", "mujoco", "--num-envs", "8", "--replay-buffer-n", "16", "--batch-size",
            "32", "--updates-per-step", "2", "--learning-starts", "1", "--log-interval", "2",
@@ -192,9 +199,9 @@ def test_overlap_without_a_spare_cpu_device_names_the_flag():
 
 def _start_cli(module_args: list[str], devices: int | None) -> subprocess.Popen:
     env = {**os.environ, "UNILAB_JAX_PRESET": "none", "PYTHONUNBUFFERED": "1"}
-    env.pop("XLA_FLAGS", None)
+    env["XLA_FLAGS"] = _without_device_count()
     if devices:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        env["XLA_FLAGS"] += f" --xla_force_host_platform_device_count={devices}"
     return subprocess.Popen([sys.executable, "-m", *module_args], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
 
