@@ -1,5 +1,7 @@
 """Per-task presets: which family a name belongs to, given values win, every preset is valid."""
 
+import dataclasses
+
 import pytest
 
 from unilab_jax.algos.registry import get_algo
@@ -79,15 +81,26 @@ def test_given_values_win_over_the_preset():
 
 
 @pytest.mark.parametrize("key", sorted(_PRESETS))
-@pytest.mark.parametrize("algo", ["sac", "td3"])
+@pytest.mark.parametrize("algo", ["sac", "td3", "flash_sac"])
 def test_every_preset_is_a_valid_configuration(key, algo):
     preset = _PRESETS[key]
-    config = TrainConfig(**preset.train, algo=algo)
+    config = TrainConfig(**preset.train_settings(algo), algo=algo)
     config.validate()
     spec = get_algo(algo)
     spec.config_cls(**preset.algo_settings(algo)).validate()
     line = preset_line(preset, algo, given={"num_envs"})
     assert line.startswith(f"preset {preset.name}: ") and "num_envs" not in line
+
+
+def test_flash_sac_runs_its_papers_recipe_on_an_accelerator_and_the_family_sizes_on_a_cpu():
+    recipe = dict(num_envs=1024, batch_size=2048, updates_per_step=2)
+    for env in ("playground/CheetahRun", "Go1JoystickFlat", "playground/G1JoystickFlatTerrain"):
+        gpu, _ = preset_configs(env, "flash_sac", "gpu")
+        assert {k: getattr(gpu, k) for k in recipe} == recipe, env
+        sac, _ = preset_configs(env, "sac", "gpu")
+        assert sac.batch_size != gpu.batch_size
+        cpu, _ = preset_configs(env, "flash_sac", "cpu")
+        assert cpu == dataclasses.replace(preset_configs(env, "sac", "cpu")[0], algo="flash_sac")
 
 
 def cli_configs(*argv: str):
