@@ -17,8 +17,8 @@ re-export them under their reference names; ``unilab_jax.export`` exports them.
 The classes are defined on first use (``unilab_jax.torch.lazy``: ``torch`` is imported then, not
 when this module is): ``from unilab_jax.torch.actors import SACActor`` imports torch; importing
 the module does not. Their methods live in the plain mixins ``_ActorMethods``,
-``_SACActorMethods`` and ``_TD3ActorMethods``; ``hidden_layers`` and ``sample_tanh_gaussian``
-import torch when called.
+``_SACActorMethods`` and ``_TD3ActorMethods``; the functions ``hidden_layers`` and
+``sample_tanh_gaussian`` load torch when called.
 """
 
 from __future__ import annotations
