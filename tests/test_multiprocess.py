@@ -8,8 +8,8 @@ a per-process topology fingerprint, and only process 0 writes entries):
 - ``H``: tests/multiprocess_check.py as 2 processes x 1 device: the same run from scratch, a
   resume of A's checkpoint 4, a settings mismatch and a damaged checkpoint;
 - ``K``: the launcher on the tiny run, one child SIGKILLed once the run is up;
-- ``T1`` / ``TL``: the launcher on the tiny run, SIGTERM sent to process 1 alone / to the
-  launcher once process 0 reports its first block;
+- ``T1`` / ``TL``: the launcher on the tiny run collected with C MuJoCo, SIGTERM sent to
+  process 1 alone / to the launcher once process 0 reports its first block;
 - ``U``: a process whose coordinator never answers.
 """
 
@@ -98,9 +98,10 @@ def _kill_run(tmp: Path, config_file: Path) -> dict:
 def _sigterm_run(tmp: Path, config_file: Path, name: str) -> tuple[int, str, str]:
     """Checkpoints only when stopped; SIGTERM once process 0 has reported a block: to process
     1 alone (``T1``, a scheduler signalling one task) or to the launcher (``TL``, which
-    forwards it)."""
+    forwards it). Collected with C MuJoCo: stopping is the host loop's, whatever the physics,
+    and the four processes then compile the learner's step without MJX's physics."""
     rc, output, _ = _launch(
-        tmp, config_file, name, ["--save-interval", "100000"],
+        tmp, config_file, name, ["--save-interval", "100000", "--physics", "mujoco"],
         lambda line: line.startswith("it "),
         lambda child, launcher: os.kill(child if name == "T1" else launcher, signal.SIGTERM),
     )  # fmt: skip

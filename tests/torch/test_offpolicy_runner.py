@@ -46,18 +46,18 @@ def changed(before: list[torch.Tensor], learner) -> bool:
 
 # --- learning -----------------------------------------------------------------------------------
 
-# Measured here (2 cores): mujoco SAC 700 it. 45 s -> eval 151.6; TD3 600 it. 33 s -> 153.1;
-# mjx TD3 1000 it. 28 s (warm compile cache) -> 168.0.
-LEARN_ITERATIONS = {("sac", "mujoco"): 700, ("td3", "mujoco"): 600, ("td3", "mjx"): 1000}
+# Measured here (2 cores): mujoco SAC 700 it. 45 s -> eval 151.6; TD3 600 it. 33 s -> 153.1.
+LEARN_ITERATIONS = {("sac", "mujoco"): 700, ("td3", "mujoco"): 600}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("algo", "sim_backend"), sorted(LEARN_ITERATIONS))
 def test_learn_improves_pendulum_return(algo, sim_backend, tmp_path):
-    """Turns a ~50 policy into a >= 130 one (pendulum): both algorithms on the torch path, TD3
-    through the mjx dispatch. SAC on "mjx" runs the JAX trainer that
-    ``tests/test_learning.py`` already holds to the same threshold (and the facade's SAC
-    dispatch is covered by ``test_offpolicy_jax_backend.py``), so it is not repeated here."""
+    """Turns a ~50 policy into a >= 130 one (pendulum): both torch learners on the torch path.
+    On "mjx" the facade hands ``learner.config`` itself (no keyword relayed) and its weights to
+    the JAX trainer, whose learning ``tests/test_learning.py`` proves (SAC on this pendulum, TD3
+    walking Go1); ``test_offpolicy_jax_backend.py`` proves that dispatch for both algorithms
+    (weights trained, written back, checkpoints loading), so it is not repeated here."""
     nets = dict(actor_hidden_dim=64, critic_hidden_dim=128, v_min=-5.0, v_max=40.0)
     if algo == "sac":
         learner = FastSACLearner(3, 1, 3, **nets)
