@@ -44,7 +44,17 @@ def pytest_runtest_protocol(item, nextitem):
     _rows.append((item.nodeid, own2 - own, children2 - children, time.monotonic() - start))
 
 
+def pytest_configure(config):
+    """In the main process (before any xdist worker starts): drop an earlier run's records,
+    which the summary would otherwise merge with this run's."""
+    if not hasattr(config, "workerinput"):
+        for old in OUT.glob("*.json"):
+            old.unlink()
+
+
 def pytest_sessionfinish(session):
+    if not _rows:  # xdist's main process runs no test
+        return
     OUT.mkdir(exist_ok=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     (OUT / f"{worker}.json").write_text(json.dumps(_rows))
