@@ -118,7 +118,8 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
 
 def main(argv: list[str] | None = None) -> int:
     """The CLI: exit code 0 when done, 2 for bad input, 1 for a failed save, 130/143 when
-    stopped by SIGINT/SIGTERM."""
+    stopped by SIGINT/SIGTERM (after such a stop a further signal ends the process at once,
+    with the same status: ``_leave_on_signals``)."""
     from unilab_jax.interrupts import ImmediateStop, signal_name, stop_now
 
     def terminate(signum, frame):  # until train() installs its own, graceful handler
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _fail_alone(err)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if signal.getsignal(signal.SIGTERM) is terminate:  # not after a stop: _leave_on_signals
+            signal.signal(signal.SIGTERM, previous)
     if is_multiprocess() and code not in (0, 128 + signal.SIGINT, 128 + signal.SIGTERM):
         hard_exit(code)
     return code
@@ -248,6 +250,7 @@ def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> i
             f"\n{stop}. Resume with: {_resume_command(argv, log_dir)}",
             file=sys.stderr,
         )
+        _leave_on_signals(stop.exit_code)
         return stop.exit_code
     except ImmediateStop as stop:
         print(
@@ -273,6 +276,20 @@ def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> i
     if args.quiet and is_primary():
         print(json.dumps(summary))
     return 0
+
+
+def _leave_on_signals(code: int) -> None:
+    """After a run a signal stopped (saved, summary written, resume line printed), what is
+    left is releasing the lock and the interpreter's teardown (JAX, orbax's threads), which
+    can take a while. A further SIGINT/SIGTERM then ends the process at once with the stop's
+    status, the lock released, instead of a traceback or the default action (a kill, -15)."""
+
+    def leave(signum, frame):
+        release_all()
+        hard_exit(code)
+
+    signal.signal(signal.SIGINT, leave)
+    signal.signal(signal.SIGTERM, leave)
 
 
 def _write_summary(log_dir: Path, summary: dict) -> dict:
