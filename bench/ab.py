@@ -1,6 +1,6 @@
 """A/B of the trainer's compiled step: the same sizes with other algorithm settings, side by side.
 
-On a shared 2-core VM one process's timing moves by +-10% from run to run, more than most
+On a shared 2-core VM one process's timing moves by up to 20% from run to run, more than most
 code changes gain. This script builds every variant in one process (the ``brax`` or
 ``reference`` size set of ``bench/profile.py``: the trainer's own ``log_interval``-iteration
 step, evaluation off, the replay filled past the learning threshold first) and then calls them
