@@ -29,28 +29,19 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `unilab_jax` im
 import jax  # noqa: E402
 
 from bench.common import machine_info, machine_lines  # noqa: E402
-from bench.profile import _adapters_installed, size_sets  # noqa: E402
-from unilab_jax.config import TrainConfig  # noqa: E402
+from bench.profile import _adapters_installed, learning_step, size_sets  # noqa: E402
 
 
 def build(algo: str, spec: dict, overrides: dict):
-    """The size set's compiled step with ``overrides``; a call runs one block of iterations."""
-    from unilab_jax.trainer import Trainer
-
-    config = TrainConfig(algo=algo, max_iterations=10**6, eval_envs=0, save_interval=0,
-                         **spec["train"])  # fmt: skip
-    trainer = Trainer(config, {**spec["algo"][algo], **overrides})
-    holder = {"state": trainer.init_state()}
-    step = trainer.step_fn(holder["state"], config.log_interval)
+    """``(call, iterations per call)``: ``call()`` runs one block of the size set's step with
+    ``overrides`` and waits for it (``bench.profile.learning_step``, warmed once)."""
+    trainer, _, _, step = learning_step(algo, spec, overrides)
 
     def call() -> None:
-        holder["state"], metrics = step(holder["state"])
-        jax.block_until_ready(metrics)
+        jax.block_until_ready(step())
 
-    while int(holder["state"].replay.filled) * config.num_envs < config.train_start_rows:
-        call()
     call()  # warm
-    return call, config.log_interval
+    return call, trainer.config.log_interval
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -211,19 +211,20 @@ def _group(events: list[dict]) -> dict:
 
 
 # ----------------------------------------------------------------------------- measure
-def measure(size: str, algo: str, spec: dict, repeats: int) -> dict:
+def learning_step(algo: str, spec: dict, overrides: dict | None = None):
+    """The size set's trainer (algorithm settings ``overrides`` over the set's), its compiled
+    ``log_interval``-iteration step, the compile's seconds and ``call()``, which runs one
+    block on the state threaded through and returns ``(state, metrics)``; the replay is
+    filled past the learning threshold first, so that every later call learns."""
     from unilab_jax.trainer import Trainer
 
     config = TrainConfig(algo=algo, max_iterations=10**6, eval_envs=0, save_interval=0,
                          **spec["train"])  # fmt: skip
-    trainer = Trainer(config, spec["algo"][algo])
-    state = trainer.init_state()
-    n = config.log_interval
-    # Fill the replay past the learning threshold first, so every timed call learns.
+    trainer = Trainer(config, {**spec["algo"][algo], **(overrides or {})})
+    holder = {"state": trainer.init_state()}
     start = time.perf_counter()
-    step = trainer.step_fn(state, n)
+    step = trainer.step_fn(holder["state"], config.log_interval)
     compile_s = time.perf_counter() - start
-    holder = {"state": state}
 
     def call():
         holder["state"], metrics = step(holder["state"])
@@ -231,6 +232,13 @@ def measure(size: str, algo: str, spec: dict, repeats: int) -> dict:
 
     while int(holder["state"].replay.filled) * config.num_envs < config.train_start_rows:
         jax.block_until_ready(call())
+    return trainer, step, compile_s, call
+
+
+def measure(size: str, algo: str, spec: dict, repeats: int) -> dict:
+    trainer, step, compile_s, call = learning_step(algo, spec)
+    config = trainer.config
+    n = config.log_interval
     timing = time_repeated(call, repeats=repeats, warmup=1)
     times, traced_s = traced_self_times(call)
     index = hlo_index(step.as_text())
