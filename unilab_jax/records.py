@@ -91,8 +91,6 @@ def _mean_or_none(total: float, count: float) -> float | None:
 def block_record(metrics: dict, iteration: int, rows_per_iter: int, sec_per_iter: float) -> dict:
     """The record of the block that ended at ``iteration`` (``sec_per_iter``: its wall-clock
     seconds per iteration)."""
-    """The record of the block that ended at ``iteration`` (``sec_per_iter``: its wall time per
-    iteration)."""
     episodes = float(np.sum(metrics["episodes"]))
     learning = np.asarray(metrics["learning"])
     learner = (

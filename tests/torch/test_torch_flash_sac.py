@@ -118,7 +118,9 @@ def test_the_table_covers_every_jax_leaf_and_every_torch_tensor():
     named = {row.torch_name for row in rows}
     for module in ("actor", "qnet", "qnet_target", "reward_stats"):
         for name in getattr(learner, module).state_dict():
-            if not name.endswith("num_batches_tracked"):  # never counted (convert's docstring)
+            # num_batches_tracked: never counted (convert's docstring); the actor's `updates`:
+            # the actor optimiser's step, which the learner copies after every load.
+            if not name.endswith(("num_batches_tracked", "updates")):
                 assert f"{module}.{name}" in named, name
     assert "qnet_target.qnets.0.trunk.bn_in.running_mean" not in named  # none on either side
     assert len({row.jax_path for row in rows}) == len(rows)
@@ -134,6 +136,7 @@ def test_the_table_covers_every_jax_leaf_and_every_torch_tensor():
     for name, value in torch_state(target).items():
         if isinstance(value, torch.Tensor):
             assert torch.all(torch.isfinite(value)), name
+    assert int(target.actor.updates) == 2  # the JAX actor's Adam count
 
 
 def test_round_trips_are_bit_exact():
@@ -319,13 +322,31 @@ def test_the_registry_builds_the_collectors_actor_and_checkpoints_restore():
     assert kwargs["num_blocks"] == 1 and kwargs["noise_repeat_max"] == 16
     actor = build_actor("flash_sac", OBS, ACT, 16, True, "cpu", 8, **kwargs)
     assert actor_layout_mismatch(learner.actor, actor) is None
+    obs = normal(4, (4096, OBS))
+    # The collector's copy before the learner's first actor step: uniform random actions over
+    # [-1, 1] (the JAX core's warm-up), not the policy's tanh-Gaussian.
+    assert int(actor.updates) == 0
+    warm = actor.explore(obs, torch.zeros(4096))
+    assert torch.all(warm.abs() <= 1.0)
+    assert abs(float(warm.mean())) < 0.03 and abs(float(warm.var()) - 1 / 3) < 0.02
+    # With the weights it receives the learner's step count, and explores with the policy.
     actor.load_state_dict(learner.actor.state_dict())
-    obs = normal(4, (8, OBS))
+    assert int(actor.updates) == 2
     assert torch.equal(actor.deterministic(obs), learner.actor.deterministic(obs))
-    assert actor.explore(obs, torch.zeros(8)).shape == (8, ACT)
+    with torch.no_grad():
+        mean, log_std = actor.mean_and_log_std(obs)
+    noise = torch.atanh(actor.explore(obs, torch.zeros(4096)).clamp(-1 + 1e-6, 1 - 1e-6))
+    noise = (noise - mean) / torch.exp(log_std)
+    assert abs(float(noise.std()) - 1.0) < 0.1  # a standard normal draw behind each action
     restored = make_learner(seed=3, num_envs=1)  # takes the checkpoint's env count
     restored.load_state_dict(learner.get_state_dict())
     assert_torch_states_equal(torch_state(restored), torch_state(learner))
+    # A checkpoint written before the actor had `updates` loads, and takes the optimiser's.
+    old = learner.get_state_dict()
+    old["actor"] = {k: v for k, v in old["actor"].items() if k != "updates"}
+    restored = make_learner(seed=4, num_envs=1)
+    restored.load_state_dict(old)
+    assert int(restored.actor.updates) == 2
 
 
 def test_a_short_facade_run_trains_feeds_the_reward_statistics_and_loads_as_a_policy(tmp_path):

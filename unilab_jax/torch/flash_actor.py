@@ -7,11 +7,12 @@ action ``tanh(mean)``. Every BatchNorm takes an explicit ``train`` flag (batch s
 the running ones updated, as torch's rule: ``(1 - m) * running + m * batch``, unbiased
 variance) instead of the module's mode, so inference never depends on ``.train()``/``.eval()``.
 Exploration holds each env's standard normal draw for a Zeta-distributed number of steps, as
-the JAX core does. The classes are defined on first use (``unilab_jax.torch.lazy``: ``torch``
-is imported then, not when this module is): ``from unilab_jax.torch.flash_actor import
-FlashSACActor`` imports torch; each class's methods are the plain mixin ``_<Name>Methods``, and
-the methods that build a layer of this module name it as the global the first use binds (the
-``noqa: F821`` lines).
+the JAX core does, and draws uniform random actions until the learner's first actor step (the
+``updates`` buffer, published with the weights). The classes are defined on first use
+(``unilab_jax.torch.lazy``: ``torch`` is imported then, not when this module is): ``from
+unilab_jax.torch.flash_actor import FlashSACActor`` imports torch; each class's methods are
+the plain mixin ``_<Name>Methods``, and the methods that build a layer of this module name it
+as the global the first use binds (the ``noqa: F821`` lines).
 """
 
 from __future__ import annotations
@@ -139,6 +140,10 @@ class _FlashSACActorMethods:
         #: Each env's current draw `[N, A]` and the steps it is still held for `[N]`.
         self.noise: torch.Tensor | None = None
         self.hold: torch.Tensor | None = None
+        #: The learner's actor optimiser steps when these weights were taken (its learner keeps
+        #: it equal to them; a collector's copy receives it with the weights). While it is 0,
+        #: `explore` draws uniform random actions: the JAX core's warm-up.
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long, device=device))
 
     @classmethod
     def from_config(
@@ -187,12 +192,16 @@ class _FlashSACActorMethods:
         deterministic: bool = False,
     ) -> torch.Tensor:  # fmt: skip
         """``tanh(mean + std * n)``, each env's ``n`` redrawn when its hold runs out (``dones``
-        does not restart it); a bool second argument means ``deterministic``."""
+        does not restart it); uniform random actions in ``[-1, 1]`` while ``updates`` is 0
+        (before the learner's first actor step). A bool second argument means
+        ``deterministic``."""
         if isinstance(dones, bool):
             deterministic = dones
         if deterministic:
             return self.deterministic(obs)
         mean, log_std = self.mean_and_log_std(obs)
+        if int(self.updates) == 0:
+            return torch.rand_like(mean) * 2.0 - 1.0
         if self.noise is None or self.noise.shape != mean.shape:
             self.noise = torch.zeros_like(mean)
             self.hold = torch.zeros(mean.shape[0], dtype=torch.long, device=mean.device)
@@ -202,6 +211,12 @@ class _FlashSACActorMethods:
         holds = torch.multinomial(probs, mean.shape[0], replacement=True) + 1
         self.hold = torch.where(redraw, holds, self.hold) - 1
         return torch.tanh(mean + torch.exp(log_std) * self.noise)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args: Any) -> None:
+        """A state without ``updates`` (saved before the buffer existed) loads and keeps this
+        actor's count (a learner sets it from its optimiser right after loading)."""
+        state_dict.setdefault(f"{prefix}updates", self.updates.detach().clone())
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def jax_rows(self, prefix: str = "actor", root: JaxPath = ("actor_params", "params")) -> list:
         """The weights' table: ``{prefix}.trunk`` / ``fc_mu`` / ``fc_logstd`` <-> the JAX

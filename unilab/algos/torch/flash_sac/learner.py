@@ -29,9 +29,11 @@ Deviations, and where the torch side necessarily differs from the JAX one:
   statistics its forward pass moved are restored; the weights are projected either way.
 - `update_critic(batch, noise=None)` / `update_actor(batch, noise=None)` take the standard
   normal `[B, A]` draw, so a test can feed both frameworks the same noise.
-- The facade's collector explores with the actor from the first step (`FlashSACActor.explore`,
-  the Zeta-held noise); the JAX loop's uniform random actions before the first actor update
-  are not reproduced (the collector's actor copy does not know the learner's step count).
+- The facade's collector explores as the JAX loop does: uniform random actions until the
+  first actor step, then the Zeta-held noise (`FlashSACActor.explore`). The actor's `updates`
+  buffer carries the actor optimiser's step count (`sync_learning_rates` sets it after every
+  step and load), so the collector's copy learns it with the weights, and a resumed run
+  does not restart the warm-up.
 - No observation normaliser (the input BatchNorm normalises): `obs_normalizer` /
   `critic_normalizer` are `nn.Identity` so that callers written for FastSAC work unchanged,
   and `update_normalizers` does nothing. No symmetry augmentation, AMP or `torch.compile`.
@@ -306,7 +308,8 @@ class FlashSACLearner:
 
     def sync_learning_rates(self) -> None:
         """Set each optimiser's learning rate to the cosine schedule's value at the steps it
-        has taken (the rate of its next step, as optax's schedule count gives it)."""
+        has taken (the rate of its next step, as optax's schedule count gives it), and the
+        actor's ``updates`` to its optimiser's steps."""
         cfg = self.config
         for optimizer, base_lr in (
             (self.actor_optimizer, cfg.actor_lr),
@@ -318,6 +321,8 @@ class FlashSACLearner:
             lr = cosine_lr(base_lr, step, cfg.lr_decay_steps, cfg.lr_final_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = lr
+            if optimizer is self.actor_optimizer:
+                self.actor.updates.fill_(step)  # 0: the collector still warms up
 
     def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One critic step. `noise`: optional standard normal `[B, A]` for the next action."""
