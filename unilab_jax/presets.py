@@ -150,9 +150,9 @@ _DMC_CPU_ALGO = {
     # SAC's relative to the reward, so its policy stayed at maximum entropy. Here it values
     # rewards as SAC does: no reward scaling (the support from the task's reward bounds) and
     # alpha 0.001. Best evaluations at 414k env steps: PendulumSwingup 534, 726 and 828
-    # (seeds 0-2; was 1.2), CheetahRun 481 (seed 0; 626 with scaling: the optimism delays a
-    # dense reward by ~90k steps), CartpoleBalance 997 (seed 0; was 999.8); bench/RESULTS.md,
-    # notes on FlashSAC.
+    # (seeds 0-2; was 1.2), CheetahRun 481 and 417 (seeds 0, 1; 626 and 644 with scaling: the
+    # optimism delays a dense reward by ~90k steps; Brax 498), CartpoleBalance 997 (seed 0; was
+    # 999.8); bench/RESULTS.md, notes on FlashSAC.
     "flash_sac": dict(critic_hidden_dim=128, tau=0.1, reward_scaling=False, alpha_init=0.001),
 }
 _DMC_CPU_FLASH_TRAIN = {"flash_sac": dict(updates_per_step=4)}
