@@ -76,15 +76,17 @@ def probe(env_name: str, num_envs: int, seed: int) -> list[list]:
         state = reset(jax.random.split(jax.random.PRNGKey(seed), num_envs))
         key, last = jax.random.PRNGKey(seed + 1), jnp.zeros((num_envs, env.action_size))
         returns, early = np.zeros(num_envs), np.zeros(num_envs)
+        alive = np.ones(num_envs, bool)  # as the evaluation: an episode's end stops its sum
         start = time.perf_counter()
         for t in range(env.episode_length):
             key, sub = jax.random.split(key)
             action, last = act(state.obs["obs"], sub, last)
             state = step(state, action)
-            reward = np.asarray(state.reward)
+            reward = np.where(alive, np.asarray(state.reward), 0.0)
             returns += reward
             if t < 100:
                 early += reward
+            alive &= ~np.asarray(state.terminated | state.truncated)
         rows.append([
             name, f"{returns.mean():.1f}", f"{np.median(returns):.1f}", f"{returns.max():.1f}",
             f"{np.mean(returns > 10.0):.2f}", f"{early.mean():.1f}",

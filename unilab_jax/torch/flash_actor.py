@@ -199,9 +199,10 @@ class _FlashSACActorMethods:
             deterministic = dones
         if deterministic:
             return self.deterministic(obs)
-        mean, log_std = self.mean_and_log_std(obs)
         if int(self.updates) == 0:
-            return torch.rand_like(mean) * 2.0 - 1.0
+            shape = (obs.shape[0], self.fc_mu.out_features)
+            return torch.rand(shape, device=obs.device) * 2.0 - 1.0
+        mean, log_std = self.mean_and_log_std(obs)
         if self.noise is None or self.noise.shape != mean.shape:
             self.noise = torch.zeros_like(mean)
             self.hold = torch.zeros(mean.shape[0], dtype=torch.long, device=mean.device)
