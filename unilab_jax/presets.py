@@ -150,8 +150,11 @@ _DMC_CPU_ALGO = {
     # behaviour: its policy stayed at maximum entropy (1.2). DM Control rewards are
     # non-negative, so its scaled returns lie within [0, g_max]: the support [-0.125, 5] (the
     # reward bounds' support, [-3, 120], shrunk to g_max 5) puts the fresh critic's prediction
-    # at half the largest return seen, and the optimism returns with rewards still scaled (on a
-    # task with negative rewards the scaled returns reach -g_max: keep the paper's support).
+    # at half the largest return seen or more, and the optimism returns with rewards still
+    # scaled. On a task with negative rewards scaled returns reach -g_max, and this support
+    # clips them at -0.125: our own PendulumSwingup and CheetahRun (this family too) have
+    # control costs down to -0.1 per step (untested there with FlashSAC; the paper's support
+    # is v_min=-5).
     # Alpha 0.001 (the paper's 0.01 weighed entropy ~50x SAC's against a scaled reward). Best
     # evaluations at 414k env steps are in bench/RESULTS.md (notes on FlashSAC); unscaled
     # rewards also swung the pendulum up, but their optimism (50 on [0, 100]) cost CheetahRun
