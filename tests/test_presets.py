@@ -103,13 +103,7 @@ def test_flash_sac_runs_its_papers_recipe_on_an_accelerator_and_cheaper_sizes_on
         fewer = {"updates_per_step": 4} if env == "playground/CheetahRun" else {}
         sac_cpu = preset_configs(env, "sac", "cpu")[0]
         assert cpu == dataclasses.replace(sac_cpu, algo="flash_sac", **fewer), env
-        dmc = {
-            "critic_hidden_dim": 128,
-            "tau": 0.1,
-            "alpha_init": 1e-3,
-            "v_min": -0.125,
-            "v_max": 5.0,
-        }
+        dmc = {"critic_hidden_dim": 128, "tau": 0.1, "reward_scaling": False, "alpha_init": 1e-3}
         assert algo == (dmc if fewer else {})
 
 
