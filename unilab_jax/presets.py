@@ -152,7 +152,7 @@ _DMC_CPU_ALGO = {
     # alpha 0.001. Best evaluations at 414k env steps: PendulumSwingup 534, 726 and 828
     # (seeds 0-2; was 1.2), CheetahRun 481 and 417 (seeds 0, 1; 626 and 644 with scaling: the
     # optimism delays a dense reward by ~90k steps; Brax 498), CartpoleBalance 997 (seed 0; was
-    # 999.8); bench/RESULTS.md, notes on FlashSAC. Scaled rewards on the support [-0.125, 5]
+    # 999.8). Scaled rewards on the support [-0.125, 5]
     # (DM Control's scaled returns lie within [0, g_max], so a fresh critic predicting 2.44 is
     # optimistic too) won CheetahRun (759, 679) but left PendulumSwingup seed 1 passive (6.0;
     # also with g_max 2.5), where unscaled rewards reached 726. Unscaled, seed 3 stayed passive
