@@ -152,12 +152,12 @@ _DMC_CPU_ALGO = {
     # alpha 0.001. Best evaluations at 414k env steps: PendulumSwingup 534, 726 and 828
     # (seeds 0-2; was 1.2), CheetahRun 481 and 417 (seeds 0, 1; 626 and 644 with scaling: the
     # optimism delays a dense reward by ~90k steps; Brax 498), CartpoleBalance 997 (seed 0; was
-    # 999.8). Scaled rewards on the support [-0.125, 5]
-    # (DM Control's scaled returns lie within [0, g_max], so a fresh critic predicting 2.44 is
-    # optimistic too) won CheetahRun (759, 679) but left PendulumSwingup seeds 1 and 2 passive
-    # (6.0, 11.3; seed 1 also with g_max 2.5), where unscaled rewards reached 726 and 828.
-    # Unscaled, 3 of 4 seeds swung up (seed 3 stayed passive, 13.7); scaled, 1 of 3. The
-    # optimism on raw returns is the one kept; bench/RESULTS.md, notes on FlashSAC.
+    # 999.8). Scaled rewards on the support [-0.125, 5] (DM Control's scaled returns lie within
+    # [0, g_max], so a fresh critic predicting 2.44 is optimistic too) won CheetahRun (759,
+    # 679) but left PendulumSwingup seeds 1 and 2 passive (6.0, 11.3; seed 1 also with g_max
+    # 2.5), where unscaled rewards reached 726 and 828. Unscaled, 3 of 4 seeds swung up (seed 3
+    # stayed passive, 13.7); scaled, 1 of 3. The optimism on raw returns is the one kept;
+    # bench/RESULTS.md, notes on FlashSAC.
     "flash_sac": dict(critic_hidden_dim=128, tau=0.1, reward_scaling=False, alpha_init=0.001),
 }
 _DMC_CPU_FLASH_TRAIN = {"flash_sac": dict(updates_per_step=4)}
