@@ -80,6 +80,7 @@ one ``runs`` entry per child (status, startup and total seconds, the plan it ran
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -168,6 +169,29 @@ def parse_settings(items: list[str]) -> dict:
         except json.JSONDecodeError:
             settings[key] = text
     return settings
+
+
+# Training settings the bench's plan fixes on our side: the run's shape and its evaluation points.
+PLAN_TRAIN_KEYS = ("num_envs", "learning_starts", "max_iterations", "log_interval",
+                   "save_interval", "eval_envs", "seed")  # fmt: skip
+
+
+def split_settings(items: list[str]) -> tuple[dict, dict]:
+    """``--set`` items -> ``(training settings, algorithm settings)``: a ``TrainConfig`` field
+    (e.g. ``updates_per_step``) goes to the run's training config, any other key to the
+    algorithm; a key the plan fixes (``PLAN_TRAIN_KEYS``) is an error."""
+    from unilab_jax.config import TrainConfig
+
+    train_keys = {f.name for f in dataclasses.fields(TrainConfig)}
+    settings = parse_settings(items)
+    fixed = sorted(set(settings) & set(PLAN_TRAIN_KEYS))
+    if fixed:
+        raise SystemExit(
+            f"--set {', '.join(fixed)}: fixed by the bench's plan (the run's shape and its "
+            "evaluation points); use --env-steps, --log-interval or --seeds instead"
+        )
+    train = {k: v for k, v in settings.items() if k in train_keys}
+    return train, {k: v for k, v in settings.items() if k not in train_keys}
 
 
 def _emit(tag: str, payload: dict) -> None:
@@ -346,7 +370,9 @@ def _child_ours(args: argparse.Namespace, plan: dict) -> None:
         algo_overrides.update(actor_hidden_dim=args.hidden_dim, critic_hidden_dim=args.hidden_dim)
     elif args.our_preset == "none":
         algo_overrides.update(actor_hidden_dim=256, critic_hidden_dim=256)
-    algo_overrides.update(parse_settings(args.set))
+    train_overrides, algo_settings = split_settings(args.set)
+    shape.update(train_overrides)
+    algo_overrides.update(algo_settings)
     config, algo_config = preset_configs(
         f"playground/{args.task}", args.algo, args.our_preset, shape, algo_overrides
     )
@@ -723,9 +749,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="our actor/critic width (default: the preset's; 256 with "
                         "--our-preset none)")  # fmt: skip
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="one of our algorithm settings (repeatable; the value is read as "
-                        "JSON, e.g. --set pre_tanh_penalty=0.001), over the preset's; the "
-                        "children report what they ran with")  # fmt: skip
+                        help="one of our settings (repeatable; the value is read as JSON, "
+                        "e.g. --set tau=0.05): an algorithm setting, or a training one such as "
+                        "updates_per_step or batch_size (not the plan's shape), over the "
+                        "preset's; the children report what they ran with")  # fmt: skip
     parser.add_argument(
         "--brax-stochastic-eval",
         action="store_true",
@@ -766,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         return child_main(args)
-    parse_settings(args.set)  # a malformed --set fails here, before any child starts
+    split_settings(args.set)  # a malformed --set fails here, before any child starts
 
     if args.from_json is not None:
         runs, rows = merge_rows([json.loads(p.read_text()) for p in args.from_json])
