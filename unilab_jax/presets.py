@@ -135,32 +135,26 @@ _DMC_CPU_TRAIN = dict(
 _DMC_CPU_ALGO = {
     "sac": dict(gamma=0.99, actor_hidden_dim=256, critic_hidden_dim=256),
     "td3": dict(gamma=0.99, actor_hidden_dim=256, critic_hidden_dim=256, noise_correlation=0.95),
-    # FlashSAC's critic blocks expand its width 4x: at SAC's sizes an iteration cost 20x SAC's
-    # on the 2-core CPU (1.5 s against 0.075 s, PendulumSwingup, 128 envs, batch 512, 8
-    # updates); critic width 128 and 4 updates per iteration cost 3x (0.23 s).
-    # Its target network at the paper's tau 0.01 closes its error by tau * (1 - gamma) per
-    # update: a 10,000-update time constant against the 13,000 updates a 414k-step run makes
-    # here, so the critic barely left its initialisation on PendulumSwingup. With tau 0.1
-    # (TD3's; SAC's is 0.125), seed 0 at Brax's budget: CheetahRun 626 (was 489), CartpoleBalance
-    # 999.8 (was 953), PendulumSwingup still passive (1.2).
-    # PendulumSwingup's reward is out of reach of random actions (bench/exploration.py); SAC
-    # finds it through its critic's optimism (a support derived from the reward bounds, [0, 100],
-    # whose middle a fresh critic predicts everywhere). FlashSAC's reward scaling puts the fresh
-    # critic at the true value of random behaviour (0) and its alpha 0.01 weighs entropy 50x
-    # SAC's relative to the reward, so its policy stayed at maximum entropy. Here it values
-    # rewards as SAC does: no reward scaling (the support from the task's reward bounds) and
-    # alpha 0.001. Best evaluations at 414k env steps: PendulumSwingup 534, 726 and 828
-    # (seeds 0-2; was 1.2), CheetahRun 481 and 417 (seeds 0, 1; 626 and 644 with scaling: the
-    # optimism delays a dense reward by ~90k steps; Brax 498), CartpoleBalance 997 (seed 0; was
-    # 999.8). Scaled rewards on the support [-0.125, 5] (DM Control's scaled returns lie within
-    # [0, g_max], so a fresh critic predicting 2.44 is optimistic too) won CheetahRun (759,
-    # 679) but left PendulumSwingup seeds 1 and 2 passive (6.0, 11.3; seed 1 also with g_max
-    # 2.5), where unscaled rewards reached 726 and 828. Unscaled, 3 of 4 seeds swung up (seed 3
-    # stayed passive, 13.7); scaled, 1 of 3. The optimism on raw returns is the one kept;
-    # bench/RESULTS.md, notes on FlashSAC.
+    # FlashSAC runs SAC's sizes (8 updates per iteration) with three changes, each measured with
+    # bench/peers.py at 414k env steps on the 2-core CPU (bench/RESULTS.md, notes on FlashSAC):
+    # - Critic width 128: its blocks expand the width 4x, so at width 256 an iteration cost 20x
+    #   SAC's (1.5 s against 0.075 s); at 128 it costs about 6x (0.48 s).
+    # - tau 0.1 (TD3's; SAC's is 0.125): at the paper's 0.01 the target closes its error by
+    #   tau * (1 - gamma) per update, a 10,000-update time constant, and the critic barely left
+    #   its initialisation in a run of this length.
+    # - Rewards valued as SAC's: unscaled, on the support from the task's reward bounds, alpha
+    #   0.001. PendulumSwingup's reward is out of reach of random actions (bench/exploration.py);
+    #   SAC finds it because a fresh critic predicts the support's middle (50) everywhere and
+    #   the actor is drawn to what it has not tried. Scaled rewards put a fresh critic at the
+    #   value of random behaviour, and FlashSAC never left the passive return (1.2). Scaled
+    #   rewards on an optimistic support [-0.125, 5] swung up 1 seed of 3 (unscaled: 3 of 4).
+    # The optimism must first wash out where the reward is dense, which takes critic updates:
+    # with 4 updates per iteration CheetahRun's seeds sat near 0 for 100-230k env steps (best
+    # 417-481, below Brax's 498); with 8, seed 0 reached 521 at 188k and 741 at 414k (4: 481),
+    # and sooner in wall-clock too (521 at 754 s; with 4, 481 at 890 s). PendulumSwingup seed 0
+    # with 8: 677 at 233k (4: 534 best).
     "flash_sac": dict(critic_hidden_dim=128, tau=0.1, reward_scaling=False, alpha_init=0.001),
 }
-_DMC_CPU_FLASH_TRAIN = {"flash_sac": dict(updates_per_step=4)}
 _DMC_GPU_TRAIN = dict(
     num_envs=1024,
     replay_buffer_n=10240,
@@ -188,10 +182,8 @@ _DMC_CPU = Preset(
     _DMC_CPU_TRAIN,
     _DMC_CPU_ALGO,
     "Playground's Brax SAC sizes and discount 0.99, widths 256; TD3's exploration noise "
-    "correlated over time (rho 0.95); FlashSAC with critic width 128, 4 updates per "
-    "iteration, tau 0.1, and rewards valued as SAC's (no reward scaling, alpha 0.001) "
-    "(measured on a 2-core CPU)",
-    _DMC_CPU_FLASH_TRAIN,
+    "correlated over time (rho 0.95); FlashSAC with critic width 128, tau 0.1, and rewards "
+    "valued as SAC's (no reward scaling, alpha 0.001) (measured on a 2-core CPU)",
 )
 _DMC_GPU = Preset(
     "dm_control",
