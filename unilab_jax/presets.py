@@ -151,8 +151,8 @@ _DMC_CPU_ALGO = {
     # The optimism must first wash out where the reward is dense, which takes critic updates:
     # with 4 updates per iteration CheetahRun's seeds sat near 0 for 100-230k env steps (best
     # 417-481, below Brax's 498); with 8, seed 0 reached 521 at 188k and 741 at 414k (4: 481),
-    # and sooner in wall-clock too (521 at 754 s; with 4, 481 at 890 s). PendulumSwingup seed 0
-    # with 8: 677 at 233k (4: 534 best).
+    # sooner in wall-clock too (521 at 754 s; the 4-update seeds run alone ended at 425 and 470
+    # after 874 and 890 s). PendulumSwingup seed 0 with 8: 699 (4: 534).
     "flash_sac": dict(critic_hidden_dim=128, tau=0.1, reward_scaling=False, alpha_init=0.001),
 }
 _DMC_GPU_TRAIN = dict(
