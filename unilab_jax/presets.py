@@ -152,7 +152,8 @@ _DMC_CPU_ALGO = {
     # with 4 updates per iteration CheetahRun's seeds sat near 0 for 100-230k env steps (best
     # 417-481, below Brax's 498); with 8, seed 0 reached 521 at 188k and 741 at 414k (4: 481),
     # sooner in wall-clock too (521 at 754 s; the 4-update seeds run alone ended at 425 and 470
-    # after 874 and 890 s). PendulumSwingup seed 0 with 8: 699 (4: 534).
+    # after 874 and 890 s); seed 1: 670 (4: 417). PendulumSwingup with 8: seed 0 699 (4: 534),
+    # seed 3 726 (4: 13.7, never swung up).
     "flash_sac": dict(critic_hidden_dim=128, tau=0.1, reward_scaling=False, alpha_init=0.001),
 }
 _DMC_GPU_TRAIN = dict(
