@@ -144,10 +144,11 @@ _DMC_CPU_ALGO = {
     #   its initialisation in a run of this length.
     # - Rewards valued as SAC's: unscaled, on the support from the task's reward bounds, alpha
     #   0.001. PendulumSwingup's reward is out of reach of random actions (bench/exploration.py);
-    #   SAC finds it because a fresh critic predicts the support's middle (50) everywhere and
-    #   the actor is drawn to what it has not tried. Scaled rewards put a fresh critic at the
-    #   value of random behaviour, and FlashSAC never left the passive return (1.2). Scaled
-    #   rewards on an optimistic support [-0.125, 5] swung up 1 seed of 3 (unscaled: 3 of 4).
+    #   SAC finds it because a fresh critic predicts the support's middle (58.5 on [-3, 120])
+    #   everywhere and the actor is drawn to what it has not tried. Scaled rewards put a fresh
+    #   critic at the value of random behaviour, and FlashSAC never left the passive return
+    #   (1.2). Scaled rewards on an optimistic support [-0.125, 5] swung up 1 seed of 3
+    #   (unscaled: 3 of 4).
     # The optimism must first wash out where the reward is dense, which takes critic updates:
     # with 4 updates per iteration CheetahRun's seeds sat near 0 for 100-230k env steps (best
     # 417-481, below Brax's 498); with 8, seed 0 reached 521 at 188k and 741 at 414k (4: 481),
