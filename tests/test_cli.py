@@ -21,6 +21,41 @@ def run_cli(*args, timeout=600):
     )
 
 
+def test_help_builds_while_a_finalizer_parses_python(monkeypatch):
+    """CI once failed here: a garbage collection during the help's ``ast.parse`` ran a
+    finalizer that logged a traceback (orbax's leftover asyncio task), whose caret anchors
+    parse Python too; CPython 3.11 then raised "AST constructor recursion depth mismatch"."""
+    import ast
+    import gc
+    import textwrap
+
+    from unilab_jax.cli.options import field_docs
+    from unilab_jax.config import TrainConfig
+
+    class ParsesWhenCollected:
+        def __init__(self):
+            self.cycle = self  # only the cyclic collector frees it
+
+        def __del__(self):
+            ast.parse("def f(x):\n    return [y for y in x if y]\n")
+
+    dedent = textwrap.dedent
+    threshold = gc.get_threshold()
+
+    def dedent_then_leave_garbage(text):
+        gc.set_threshold(1, 1, 1)  # collect at the next allocation: inside ast.parse
+        ParsesWhenCollected()
+        return dedent(text)
+
+    monkeypatch.setattr(textwrap, "dedent", dedent_then_leave_garbage)
+    try:
+        docs = field_docs(TrainConfig)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.collect()
+    assert docs["num_envs"].startswith("Parallel")
+
+
 def test_help_documents_every_option():
     text = build_parser().format_help()
     for flag in (

@@ -46,7 +46,7 @@ class TrainConfig:
     env: str = "PendulumSwingup"
     """Registered task name (see ``unilab_jax.envs.registered_names()``)."""
     algo: str = "sac"
-    """``"sac"`` (FastSAC) or ``"td3"`` (FastTD3)."""
+    """``"sac"`` (FastSAC), ``"td3"`` (FastTD3) or ``"flash_sac"`` (FlashSAC)."""
     num_envs: int = 4096
     """Parallel environments, over all devices."""
     replay_buffer_n: int = 1024

@@ -23,6 +23,7 @@ def field_docs(cls: type) -> dict[str, str]:
     so the CLI's ``--help`` is written once, next to the field; a subclass's fields inherit the
     documentation of the dataclasses it extends unless it writes its own."""
     import ast
+    import gc
     import inspect
     import textwrap
 
@@ -30,7 +31,19 @@ def field_docs(cls: type) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        source = textwrap.dedent(inspect.getsource(klass))
+        # CPython 3.11 keeps one AST-building depth counter per interpreter: a garbage
+        # collection inside ``ast.parse`` whose finalizer parses too (a logged traceback's
+        # caret anchors, e.g. asyncio's "Task exception was never retrieved") leaves it
+        # unbalanced and the outer parse fails with "AST constructor recursion depth
+        # mismatch". No collection runs while it builds ours.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            tree = ast.parse(source)
+        finally:
+            if was_enabled:
+                gc.enable()
         body = tree.body[0].body  # type: ignore[attr-defined]
         for prev, node in zip(body, body[1:], strict=False):
             if (
