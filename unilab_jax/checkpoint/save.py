@@ -10,7 +10,9 @@
   ``.deleting-<iteration>/`` before it is removed; leftovers of either kind are swept when a
   writer opens the folder;
 - ``_stderr_kept_on_success``: what orbax's threads print held back, replayed unless the save
-  (or a restore, ``unilab_jax.checkpoint.restore``) fails.
+  (or a restore, ``unilab_jax.checkpoint.restore``) fails; after a failed save orbax's threads
+  are waited for and what they leave collected quietly (``_orbax_writing``,
+  ``_collect_quietly``), so nothing prints after ``CheckpointSaveError``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -89,19 +92,19 @@ class CheckpointWriter:
             _check_space(self.directory, items)
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
-            with _stderr_kept_on_success(), ocp.StandardCheckpointer() as checkpointer:
-                for item, arrays in items.items():
-                    checkpointer.save(tmp / item, arrays)
-                checkpointer.wait_until_finished()
+            _write_items(tmp, items)
             _write_json(tmp / META_FILE, self._meta(iteration, _describe(items), tmp))
             if final.exists():  # a rewrite of the same iteration (e.g. a resumed run's end)
                 _delete(final)
             os.replace(tmp, final)
         except Exception as err:  # OSError, or tensorstore's own errors for a full disk
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise CheckpointSaveError(_save_failure(iteration, self.directory, err)) from None
-        self._drop_old()
-        return final
+            failure = _save_failure(iteration, self.directory, err)  # no reference to err kept
+        else:
+            self._drop_old()
+            return final
+        _collect_quietly()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointSaveError(failure)
 
     def _meta(self, iteration: int, described: dict, tmp: Path) -> dict:
         """``meta.json``: ``described`` (every array's shape, dtype and CRC-32) and every file
@@ -131,15 +134,17 @@ class CheckpointWriter:
                 error = err
         self._verdict(error, iteration, tmp)
         try:
-            with _stderr_kept_on_success(), ocp.StandardCheckpointer() as checkpointer:
-                for item, arrays in items.items():
-                    checkpointer.save(tmp / item, arrays)
-                checkpointer.wait_until_finished()
+            _write_items(tmp, items)
             described = _describe(items)  # a collective (the processes' shard checksums)
         except Exception as err:
+            failure = _save_failure(iteration, self.directory, err)  # no reference to err kept
+        else:
+            failure = None
+        if failure is not None:
+            _collect_quietly()
             if primary:
                 shutil.rmtree(tmp, ignore_errors=True)
-            raise CheckpointSaveError(_save_failure(iteration, self.directory, err)) from None
+            raise CheckpointSaveError(failure)
         error = None
         if primary:
             try:
@@ -216,6 +221,70 @@ def _stderr_kept_on_success():
             held.seek(0)
             os.write(2, held.read())
         held.close()
+
+
+def _write_items(tmp: Path, items: dict[str, dict[str, Any]]) -> None:
+    """Every item's arrays through orbax, under ``tmp`` (no checkpointer outlives it)."""
+    with _orbax_writing(), ocp.StandardCheckpointer() as checkpointer:
+        for item, arrays in items.items():
+            checkpointer.save(tmp / item, arrays)
+        checkpointer.wait_until_finished()
+
+
+@contextlib.contextmanager
+def _orbax_writing(timeout: float = 30.0):
+    """Around orbax's save: stderr held back (``_stderr_kept_on_success``); on a failure, the
+    threads orbax started are waited for (up to ``timeout`` s) while stderr is still held.
+    Otherwise a writer thread may print its traceback after the save has failed, or write
+    into the folder being removed."""
+    before = set(threading.enumerate())
+    with _stderr_kept_on_success():
+        try:
+            yield
+        except BaseException:
+            deadline = time.monotonic() + timeout
+            for thread in set(threading.enumerate()) - before:
+                _join(thread, deadline)
+            raise
+
+
+def _join(thread: threading.Thread, deadline: float) -> None:
+    while True:
+        try:  # Thread.join itself: orbax's threads re-raise their error from join()
+            threading.Thread.join(thread, max(0.0, deadline - time.monotonic()))
+            return
+        except RuntimeError:  # "cannot join thread before it is started": it is starting
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
+
+
+def _collect_quietly() -> None:
+    """After a failed save (outside its ``except`` block, so that nothing holds the
+    failure's tracebacks): collect the asyncio futures orbax leaves, whose exceptions nobody
+    retrieved, with asyncio's logger and the unraisable hook silenced. Left to a later
+    collection (at any allocation, or at exit) each would print "Future exception was never
+    retrieved" or "Exception ignored in" with a traceback, after ``CheckpointSaveError``
+    has said it all."""
+    import asyncio
+    import gc
+    import logging
+
+    logger = logging.getLogger("asyncio")
+    was_disabled, hook = logger.disabled, sys.unraisablehook
+    logger.disabled, sys.unraisablehook = True, lambda unraisable: None
+    try:
+        gc.collect()
+        for obj in gc.get_objects():  # any still held: their loops are closed, none can await
+            if (
+                isinstance(obj, asyncio.Future)
+                and obj.done()
+                and not obj.cancelled()
+                and obj.get_loop().is_closed()
+            ):
+                obj.exception()  # marks it retrieved
+    finally:
+        logger.disabled, sys.unraisablehook = was_disabled, hook
 
 
 def _save_failure(iteration: int, directory: Path, err: Exception) -> str:
