@@ -151,10 +151,10 @@ _DMC_CPU_ALGO = {
     #   (unscaled: 3 of 4).
     # The optimism must first wash out where the reward is dense, which takes critic updates:
     # with 4 updates per iteration CheetahRun's seeds sat near 0 for 100-230k env steps (best
-    # 417-481, below Brax's 498); with 8, seed 0 reached 521 at 188k and 741 at 414k (4: 481),
-    # sooner in wall-clock too (521 at 754 s; the 4-update seeds run alone ended at 425 and 470
-    # after 874 and 890 s); seed 1: 670 (4: 417). PendulumSwingup with 8: seed 0 699 (4: 534),
-    # seed 3 726 (4: 13.7, never swung up).
+    # 417-481, below Brax's 498); with 8, its 5 seeds reached 654-741 (mean 684; the 4 seeds
+    # run both ways gained 184-266 each), sooner in wall-clock too (seed 0: 521 at 754 s; the
+    # 4-update seeds run alone ended at 425 and 470 after 874 and 890 s). PendulumSwingup with
+    # 8: 699-791 over 4 seeds, every one swung up (4 updates: 13.7 on seed 3, never swung up).
     "flash_sac": dict(critic_hidden_dim=128, tau=0.1, reward_scaling=False, alpha_init=0.001),
 }
 _DMC_GPU_TRAIN = dict(
