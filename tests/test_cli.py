@@ -22,7 +22,7 @@ def run_cli(*args, timeout=600):
 
 
 def test_help_builds_while_a_finalizer_parses_python(monkeypatch):
-    """CI once failed here: a garbage collection during the help's ``ast.parse`` ran a
+    """CI's help test once failed so: a garbage collection during the help's ``ast.parse`` ran a
     finalizer that logged a traceback (orbax's leftover asyncio task), whose caret anchors
     parse Python too; CPython 3.11 then raised "AST constructor recursion depth mismatch"."""
     import ast
