@@ -154,7 +154,7 @@ _DMC_CPU_ALGO = {
     # 417-481, below Brax's 498); with 8, its 5 seeds reached 654-741 (mean 684; the 4 seeds
     # run both ways gained 184-266 each), sooner in wall-clock too (seed 0: 521 at 754 s; the
     # 4-update seeds run alone ended at 425 and 470 after 874 and 890 s). PendulumSwingup with
-    # 8: 699-791 over 4 seeds, every one swung up (4 updates: 13.7 on seed 3, never swung up).
+    # 8: seeds 0-3 699-791, seed 4 never swung up (9.4); with 4, seed 3 never did (13.7).
     "flash_sac": dict(critic_hidden_dim=128, tau=0.1, reward_scaling=False, alpha_init=0.001),
 }
 _DMC_GPU_TRAIN = dict(
