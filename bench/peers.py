@@ -95,7 +95,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: make `bench` and `unilab_jax` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import BENCH_DIR, REPO_ROOT, markdown_table, record_section  # noqa: E402
+from bench.common import (  # noqa: E402
+    BENCH_DIR,
+    REPO_ROOT,
+    cpu_model,
+    markdown_table,
+    record_section,
+)
 
 ALGOS = ("brax_sac", "sac", "td3", "flash_sac")
 DEFAULT_TASKS = ("CartpoleBalance", "PendulumSwingup", "CheetahRun")
@@ -491,6 +497,7 @@ def run_child(args: argparse.Namespace, plan: dict, algo: str, seed: int) -> tup
         "startup_sec": None if meta["t0"] is None else meta["t0"] - spawned,
         "total_sec": total, "plan": {k: v for k, v in plan.items() if k != "preset"},
         "options": {k: getattr(args, k) for k in _OPTIONS}, "our_config": meta["config"],
+        "cpu": cpu_model(),
     }  # fmt: skip
     return run, rows
 
@@ -712,6 +719,20 @@ def _check_our_preset(parser: argparse.ArgumentParser, plans: list[dict], scale:
             )
 
 
+def _run_machines(runs: list[dict]) -> str:
+    """Which CPUs the runs ran on, as each recorded it (rows merged with ``--from-json`` may
+    come from several machines; the CPU line above is the one that wrote the table)."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        cpu = run.get("cpu") or "not recorded (runs before 2026-12-05)"
+        counts[cpu] = counts.get(cpu, 0) + 1
+    listed = "; ".join(f"{cpu}: {n} run{'s' * (n != 1)}" for cpu, n in counts.items())
+    return (
+        f"- The runs' CPUs: {listed}. Wall-clock and env steps/s compare only between runs "
+        "on the same CPU."
+    )
+
+
 def _our_settings(runs: list[dict]) -> str:
     """What our side ran with, per algorithm, from the children's own reports."""
     parts = []
@@ -842,6 +863,7 @@ def main(argv: list[str] | None = None) -> int:
                     else ""
                 )
                 + f"; seeds {sorted({r['seed'] for r in runs})}.",
+                _run_machines(runs),
                 "- Each (task, algo, seed) in its own subprocess. Brax: `sac.train` with "
                 "`brax_sac_config(task)` (num_resets_per_eval dropped), Playground's "
                 "`wrap_for_brax_training`, deterministic evaluation unless "
