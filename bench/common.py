@@ -25,6 +25,9 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 RESULTS = BENCH_DIR / "RESULTS.md"
+#: One results file per experiment family (rows the tables are drawn from) and the figures.
+RESULTS_DIR = BENCH_DIR / "results"
+FIGURES_DIR = BENCH_DIR / "figures"
 
 _RESULTS_HEADER = """# Bench results
 
@@ -38,6 +41,8 @@ START_LOAD = os.getloadavg() if hasattr(os, "getloadavg") else None
 
 __all__ = [
     "BENCH_DIR",
+    "FIGURES_DIR",
+    "RESULTS_DIR",
     "REPO_ROOT",
     "RESULTS",
     "add_common_args",

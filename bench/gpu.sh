@@ -16,8 +16,8 @@
 # 2. The GPU-only tests: tests/torch/test_cuda.py (the double-buffer runner's pinned slots
 #    and copy stream; NCCL learner ranks when there are 2 GPUs) and the JAX core's
 #    device-dependent tests (1 vs 2 devices are forced host devices there: CPU only).
-# 3. bench/learner.py (reference sizes), bench/envs.py --robots at 4096 and 8192 envs,
-#    bench/profile.py --sizes reference, and a short G1WalkFlat training run at the gpu
+# 3. bench/speed/learner.py (reference sizes), bench/speed/envs.py --robots at 4096 and 8192 envs,
+#    bench/speed/profile.py --sizes reference, and a short G1WalkFlat training run at the gpu
 #    preset; each script records its GPU section in bench/RESULTS.md.
 # Everything it prints also goes to OUT_DIR/gpu.log (default: $OUT when set, else bench/);
 # bench/RESULTS.md is copied there too.
@@ -61,12 +61,12 @@ step "GPU-only tests"
 run 240 $py -m pytest -q -p no:cacheprovider tests/torch/test_cuda.py
 run 240 $py -m pytest -q -p no:cacheprovider tests/test_sac.py tests/test_td3.py tests/test_c51.py
 
-step "bench/learner.py (reference sizes)"
-run 180 $py -m bench.learner --repeats 5
-step "bench/envs.py --robots (4096 and 8192 envs)"
-run 240 $py -m bench.envs --robots --devices 1 --num-envs 4096 8192 --skip-train --timeout 200
-step "bench/profile.py --sizes reference"
-run 180 $py -m bench.profile --sizes reference --repeats 3
+step "bench/speed/learner.py (reference sizes)"
+run 180 $py -m bench.speed.learner --repeats 5
+step "bench/speed/envs.py --robots (4096 and 8192 envs)"
+run 240 $py -m bench.speed.envs --robots --devices 1 --num-envs 4096 8192 --skip-train --timeout 200
+step "bench/speed/profile.py --sizes reference"
+run 180 $py -m bench.speed.profile --sizes reference --repeats 3
 step "G1WalkFlat, gpu preset, 300 iterations"
 run 240 $py -m unilab_jax.train --env G1WalkFlat --preset gpu --max-iterations 300 \
     --log-interval 50 --eval-interval 0 --save-interval 0 --log-dir /tmp/g1_gpu

@@ -193,7 +193,7 @@ def main() -> int:
     out["loop_iterations"] = result.summary["completed_iterations"]
     # The trainer installed the LAPACK-free Cholesky (2 CPU devices). Without it this exact
     # program (4096 SPD 14x14 factorisations per device in a scan) hangs at 0% CPU with
-    # jaxlib 0.10.2 (bench/deadlock.py); with it, it finishes in well under a second.
+    # jaxlib 0.10.2 (bench/speed/deadlock.py); with it, it finishes in well under a second.
     out["cpu_linalg_installed"] = cpu_linalg.installed()
     out["cholesky_scan_ok"] = cholesky_scan_on_two_devices()
     out["loop_qf_loss"] = result.history[-1]["learner"]["qf_loss"]

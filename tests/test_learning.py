@@ -59,10 +59,10 @@ def test_td3_on_go1_with_c_mujoco_tracks_the_velocity_command_where_standing_can
     128/256) with 256 envs, 4000 iterations (1,024,000 env steps, 16,000 updates; about 3 min
     on 2 cores).
 
-    Walking is measured as ``bench/locomotion.py`` defines it, from the task's own numbers: 32
-    deterministic 1000-step episodes with commands from the task's distribution, the share
-    that reach the time limit and the linear-velocity tracking reward per step as a share of
-    its maximum. The untrained actor outputs about zero and so stands still: it reaches the
+    Walking is measured as ``bench/learning/locomotion.py`` defines it, from the task's own
+    numbers: 32 deterministic 1000-step episodes with commands from the task's distribution,
+    the share that reach the time limit and the linear-velocity tracking reward per step as a
+    share of its maximum. The untrained actor outputs about zero and so stands still: it reaches the
     time limit every time but tracks only as well as standing still scores against the
     commands (about 0.35). The assertion asks for tracking well above that, which a standing
     policy fails whatever its share of full episodes (checked here on the untrained one).

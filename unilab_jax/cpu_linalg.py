@@ -17,7 +17,7 @@ reaches these primitives through ``jax.scipy.linalg.cho_factor`` / ``cho_solve``
 ``mjx/_src/smooth.py`` (``factor_m`` / ``solve_m``, dense mass matrix), ``mjx/_src/solver.py``
 (Newton solver: the Hessian) and ``mjx/_src/forward.py`` (implicit integrators), i.e. every
 ``mjx.step`` of a model with a dense ``M`` and the Newton solver. On this 2-core machine,
-CheetahRun (nv = 9) hangs at 2048 envs per device and runs at 512 (``bench/deadlock.py``).
+CheetahRun (nv = 9) hangs at 2048 envs per device and runs at 512 (``bench/speed/deadlock.py``).
 This module reaches into ``jax._src`` (lowering registration); it is written for the pinned
 jax 0.10.2 and must be re-checked when the pin moves.
 
@@ -34,7 +34,7 @@ thread pool:
 
 This is only a change of *lowering*: the primitives, their batching, JVP and transpose rules
 are untouched, GPU/TPU lowerings are untouched, and the maths is the same factorisation
-(results agree with LAPACK to float32 rounding; see ``bench/deadlock.py``).
+(results agree with LAPACK to float32 rounding; see ``bench/speed/deadlock.py``).
 Non-positive-definite inputs give NaNs, as LAPACK's path does (jax turns a failed ``potrf``
 into NaNs too).
 

@@ -28,7 +28,7 @@ Where the numbers come from (every preset names its source in ``Preset.source``)
   envs, batch 512, 8 updates per env step, discount 0.99) with widths 256; measured on a 2-core
   CPU (at discount 0.97, the preset's until 2026-12-03), our SAC at these sizes reached a
   deterministic eval of 950 on ``playground/CartpoleBalance`` after 320k env steps (997 at
-  384k), where Brax's SAC needed about 1.03M. In ``bench/peers.py`` (three Playground DM
+  384k), where Brax's SAC needed about 1.03M. In ``bench/learning/peers.py`` (three Playground DM
   Control tasks, 414k env steps, 2 seeds, the same machine) it ran 1.14-1.30x Brax SAC's env
   steps/s with SAC and 1.46-1.60x with TD3. The discount moved to 0.99 on 4 seeds per task
   (CheetahRun's best evaluations 447 -> 594 with SAC and 365 -> 564 with TD3; see below).
@@ -41,8 +41,8 @@ Where the numbers come from (every preset names its source in ``Preset.source``)
 - ``locomotion/cpu``: 64 envs, batch 512, 4 updates per env step, widths 128/256. Our own
   robots (not Playground's) instead get ``physics="mujoco"`` (C MuJoCo collection, the fast
   physics for robots on a CPU), 256 envs and 40,000 iterations: TD3 at these sizes walks Go1
-  after about 2M env steps and G1 after about 3.6M on a 2-core CPU (``bench/locomotion.py``;
-  ``bench/RESULTS.md``).
+  after about 2M env steps and G1 after about 3.6M on a 2-core CPU
+  (``bench/learning/locomotion.py``; ``bench/RESULTS.md``).
 - ``brax/*``: the DM Control sizes with Brax's own discount, 0.99.
 """
 
@@ -106,7 +106,7 @@ class Preset:
 # Playground's locomotion tasks, by their robots' names (its other tasks: DM Control). Our own
 # tasks carry their family in the env registry (``register(..., family=...)``).
 _PLAYGROUND_LOCOMOTION = ("Go1", "Go2", "G1", "H1", "T1", "Berkeley", "Spot", "Apollo", "Op3")
-# What our robots' cpu preset adds (C MuJoCo collection; bench/locomotion.py measured TD3
+# What our robots' cpu preset adds (C MuJoCo collection; bench/learning/locomotion.py measured TD3
 # walking Go1 after about 8,000 iterations and G1 after about 14,000 with these).
 _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log_interval=200)
 
@@ -125,25 +125,27 @@ _DMC_CPU_TRAIN = dict(
 # stayed on the passive return on 4 of 4 seeds, rho 0.8 on 2 of 2); with rho 0.95 every seed
 # left it (best 557-755). It costs CheetahRun (best 365 vs 427 with white noise, 4 seeds), so SAC,
 # whose white noise already leaves PendulumSwingup (best 429 on average; 697 with rho 0.95) and
-# does better on CheetahRun with it (447 vs 312), keeps white noise. bench/peers.py, 414k env
-# steps, the 2-core CPU, bench/RESULTS.md (all at discount 0.97).
+# does better on CheetahRun with it (447 vs 312), keeps white noise.
+# bench/learning/peers.py, 414k env steps, the 2-core CPU, bench/RESULTS.md (all at discount 0.97).
 # Discount 0.99, Brax's and Playground's own for these tasks (was FastTD3's 0.97): a horizon of
 # about 100 control steps, 1 s on CheetahRun (10 ms steps), where 0.97's 33 steps (0.33 s) were
-# too short to value a gait. bench/peers.py, 414k env steps, 4 seeds, mean best evaluation
+# too short to value a gait. bench/learning/peers.py, 414k env steps, 4 seeds, mean best evaluation
 # 0.97 -> 0.99: CheetahRun SAC 447 -> 594, TD3 365 -> 564 (Brax 498); PendulumSwingup SAC
 # 429 -> 635, TD3 665 -> 655 (Brax 79); CartpoleBalance stays at 998 (2 seeds).
 _DMC_CPU_ALGO = {
     "sac": dict(gamma=0.99, actor_hidden_dim=256, critic_hidden_dim=256),
     "td3": dict(gamma=0.99, actor_hidden_dim=256, critic_hidden_dim=256, noise_correlation=0.95),
     # FlashSAC runs SAC's sizes (8 updates per iteration) with three changes, each measured with
-    # bench/peers.py at 414k env steps on the 2-core CPU (bench/RESULTS.md, notes on FlashSAC):
+    # bench/learning/peers.py at 414k env steps on the 2-core CPU (bench/RESULTS.md, notes on
+    # FlashSAC):
     # - Critic width 128: its blocks expand the width 4x, so at width 256 an iteration cost 20x
     #   SAC's (1.5 s against 0.075 s); at 128 it costs about 6x (0.48 s).
     # - tau 0.1 (TD3's; SAC's is 0.125): at the paper's 0.01 the target closes its error by
     #   tau * (1 - gamma) per update, a 10,000-update time constant, and the critic barely left
     #   its initialisation in a run of this length.
     # - Rewards valued as SAC's: unscaled, on the support from the task's reward bounds, alpha
-    #   0.001. PendulumSwingup's reward is out of reach of random actions (bench/exploration.py);
+    #   0.001. PendulumSwingup's reward is out of reach of random actions
+    #   (bench/learning/exploration.py);
     #   SAC finds it because a fresh critic predicts the support's middle (58.5 on [-3, 120])
     #   everywhere and the actor is drawn to what it has not tried. Scaled rewards put a fresh
     #   critic at the value of random behaviour, and FlashSAC never left the passive return
@@ -233,7 +235,7 @@ _PRESETS: dict[tuple[str, str], Preset] = {
                 "td3": dict(actor_hidden_dim=128, critic_hidden_dim=256),
             },
             "batch 512, 4 updates, widths 128/256: with 256 envs TD3 walks Go1 and G1 on a "
-            "2-core CPU (bench/locomotion.py)",
+            "2-core CPU (bench/learning/locomotion.py)",
         ),
         Preset(
             "locomotion",
@@ -305,7 +307,7 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
             preset,
             train={**preset.train, **_OUR_ROBOTS_CPU},
             source=f"{preset.source}; C MuJoCo collection (physics 'mujoco') with 256 envs, "
-            "the recipe bench/locomotion.py measured walking",
+            "the recipe bench/learning/locomotion.py measured walking",
         )
     return preset
 

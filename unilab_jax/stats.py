@@ -10,7 +10,7 @@ RL at the Edge of the Statistical Precipice", NeurIPS 2021, the ``rliable`` prac
 - per-task means with a bootstrap interval, and learning curves as the mean over seeds with
   a pointwise bootstrap band.
 
-``bench/peers.py`` pools returns normalised per task by Brax's mean best evaluation (1.0:
+``bench/learning/peers.py`` pools returns normalised per task by Brax's mean best evaluation (1.0:
 Brax's level), so tasks of different return scales pool; ``python -m unilab_jax.plot`` draws
 the runs of one setting over seeds as a mean with its band. ``rliable`` itself (1.2.0) does
 not import with the pandas 3 that pip resolves for it today (its ``arch`` dependency fails),

@@ -66,7 +66,7 @@ def bootstrap_mask(terminated: Array, truncated: Array) -> Array:
     return 1.0 - terminated * (1.0 - truncated)
 
 
-@jax.named_scope("c51_projection")  # a name in profiles (bench/profile.py)
+@jax.named_scope("c51_projection")  # a name in profiles (bench/speed/profile.py)
 def categorical_projection(
     next_probs: Array,
     rewards: Array,

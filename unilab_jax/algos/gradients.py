@@ -55,7 +55,7 @@ def row_keys(key: Key, local_batch: int, axis_name: str | None = None) -> Array:
     return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, rows)
 
 
-@jax.named_scope("row_noise")  # a name in profiles (bench/profile.py)
+@jax.named_scope("row_noise")  # a name in profiles (bench/speed/profile.py)
 def row_normal(key: Key, local_batch: int, dim: int, axis_name: str | None = None) -> Array:
     """Standard normal noise `[local_batch, dim]`, drawn per global row (see `row_keys`)."""
     keys = row_keys(key, local_batch, axis_name)

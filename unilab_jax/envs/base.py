@@ -245,7 +245,7 @@ class Env(FunctionalEnv):
         """Advance one control step; resets automatically when the episode ends."""
         action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
         ctrl = self.task.ctrl_from_action(action, state.task_state)
-        with jax.named_scope("physics"):  # names for profiles (bench/profile.py)
+        with jax.named_scope("physics"):  # names for profiles (bench/speed/profile.py)
             data = self.physics.step(state.physics, ctrl)
         with jax.named_scope("task"):
             state, (qpos0, qvel0) = post_physics(
