@@ -13,6 +13,7 @@ MuJoCo in float64 (plus implementation differences in the contact solver).
 
 from __future__ import annotations
 
+import copy
 import gc
 import os
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
 
@@ -265,6 +267,65 @@ def test_backends_agree_one_step_on_cheetah() -> None:
         mjx_env.close()
     print(f"CheetahRun one step: max obs error {obs_err:.3e}, max reward error {reward_err:.3e}")
     assert obs_err <= CHEETAH_ONE_STEP_TOL[0] and reward_err <= CHEETAH_ONE_STEP_TOL[1]
+
+
+class _RandomisedPendulum(PendulumSwingup):
+    """PendulumSwingup whose gravity and body masses are drawn per episode (domain
+    randomisation through ``Task.model_fields``)."""
+
+    model_fields = ("opt.gravity", "body_mass")
+
+    def init_task_state(self, key: jax.Array) -> dict[str, Any]:
+        k_gravity, k_mass = jax.random.split(key)
+        gravity = jnp.array([0.0, 0.0, -9.81]) * jax.random.uniform(k_gravity, (), None, 0.3, 1.7)
+        mass = jnp.asarray(self.model.body_mass, jnp.float32) * jax.random.uniform(
+            k_mass, (), None, 0.5, 2.0
+        )
+        return {"model": {"opt.gravity": gravity, "body_mass": mass}}
+
+
+@pytest.mark.parity
+def test_per_episode_model_fields_agree_on_both_backends_and_survive_restore() -> None:
+    task = _RandomisedPendulum()
+    envs = [cls(task, "RandomisedPendulum", BATCH, seed=2) for cls in (MjxVecEnv, MujocoVecEnv)]
+    mj_env = envs[1]
+    try:
+        for env in envs:
+            env.init_state()
+        rng = np.random.default_rng(7)
+        actions = [random_actions(mj_env, rng) for _ in range(40)]
+        obs_err = 0.0
+        for action in actions[:30]:
+            a, b = (env.step(action) for env in envs)
+            obs_err = max(obs_err, np.abs(a.obs["obs"] - b.obs["obs"]).max())
+        assert obs_err <= AGREEMENT["PendulumSwingup"][0], obs_err
+        # Each env steps on its own draws: C MuJoCo on a model with that env's gravity and
+        # masses set by hand gives the batch's step exactly.
+        params = mj_env.physics.model_params
+        assert np.ptp(params["opt.gravity"][:, 2]) > 1.0
+        before = np.array(mj_env.batch.state)
+        snapshot = mj_env.snapshot()
+        tail = [mj_env.step(actions[30]).obs["obs"]]
+        after, ctrl = np.array(mj_env.batch.qpos), np.array(mj_env.batch.ctrl)
+        tail += [mj_env.step(x).obs["obs"] for x in actions[31:]]
+        for i in range(BATCH):
+            model = copy.copy(mj_env.model)
+            model.opt.gravity[:] = params["opt.gravity"][i]
+            model.body_mass[:] = params["body_mass"][i]
+            data = mujoco.MjData(model)
+            mujoco.mj_setState(model, data, before[i], mujoco.mjtState.mjSTATE_INTEGRATION)
+            data.ctrl[:] = ctrl[i]
+            mujoco.mj_step(model, data, nstep=task.n_frames)
+            np.testing.assert_array_equal(data.qpos, after[i])
+        # The model fields are not integration state: a restore into a batch that has drawn
+        # other values since writes them back, so the continuation is exact.
+        mj_env.restore(snapshot)
+        again = [mj_env.step(x).obs["obs"] for x in actions[30:]]
+        for x, y in zip(tail, again, strict=True):
+            np.testing.assert_array_equal(x, y)
+    finally:
+        for env in envs:
+            env.close()
 
 
 # --------------------------------------------------------------------------- errors

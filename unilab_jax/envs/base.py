@@ -71,6 +71,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import io
+from collections.abc import Mapping
 from functools import cached_property
 
 import jax
@@ -91,7 +92,13 @@ from unilab_jax.envs.pipeline import (
     time_limit,
     where_done,
 )
-from unilab_jax.envs.task import Task, apply_config_override, load_packaged_model
+from unilab_jax.envs.task import (
+    MODEL_PARAMS_KEY,
+    Task,
+    apply_config_override,
+    load_packaged_model,
+    model_params,
+)
 
 # mujoco.mjx prints "Failed to import warp" when the optional MuJoCo-Warp backend is absent;
 # we always select MJX's JAX implementation, so the message is noise for our users.
@@ -100,6 +107,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 __all__ = [
     "CRITIC_KEY",
+    "MODEL_PARAMS_KEY",
     "OBS_KEY",
     "Env",
     "EnvState",
@@ -111,6 +119,7 @@ __all__ = [
     "auto_reset",
     "draw_initial_conditions",
     "load_packaged_model",
+    "model_params",
     "observation_groups",
     "post_physics",
     "reward_metrics",
@@ -187,21 +196,41 @@ class MjxPhysics:
         self.n_frames = int(n_frames)
         self.reset_forward = reset_forward
 
-    def init(self, qpos: jax.Array, qvel: jax.Array) -> mjx.Data:
+    def model_with(self, params: Mapping[str, jax.Array]) -> mjx.Model:
+        """The model with some fields replaced by one env's values (``Task.model_fields``;
+        ``"opt.<name>"`` for the options)."""
+        if not params:
+            return self.mjx_model
+        fields = {k: v for k, v in params.items() if not k.startswith("opt.")}
+        options = {k[4:]: v for k, v in params.items() if k.startswith("opt.")}
+        model = self.mjx_model
+        if options:
+            model = model.replace(opt=model.opt.replace(**options))
+        return model.replace(**fields) if fields else model
+
+    def init(
+        self, qpos: jax.Array, qvel: jax.Array, params: Mapping[str, jax.Array] | None = None
+    ) -> mjx.Data:
         """Physics state at ``(qpos, qvel)`` with kinematics (xpos, xmat, ...) computed, or
-        everything (``mjx.forward``) when the task asks for it."""
+        everything (``mjx.forward``) when the task asks for it; ``params``: the env's
+        per-episode model fields."""
+        model = self.model_with(params or {})
         data = self._template.replace(
             qpos=jnp.asarray(qpos, self._template.qpos.dtype),
             qvel=jnp.asarray(qvel, self._template.qvel.dtype),
         )
         if self.reset_forward:
-            return mjx.forward(self.mjx_model, data)
-        return mjx.kinematics(self.mjx_model, data)
+            return mjx.forward(model, data)
+        return mjx.kinematics(model, data)
 
-    def step(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
-        """Apply ``ctrl`` and advance ``n_frames`` physics steps."""
+    def step(
+        self, data: mjx.Data, ctrl: jax.Array, params: Mapping[str, jax.Array] | None = None
+    ) -> mjx.Data:
+        """Apply ``ctrl`` and advance ``n_frames`` physics steps of the model with the env's
+        per-episode fields ``params``."""
+        model = self.model_with(params or {})
         data = data.replace(ctrl=jnp.asarray(ctrl, data.ctrl.dtype))
-        return jax.lax.fori_loop(0, self.n_frames, lambda _, d: mjx.step(self.mjx_model, d), data)
+        return jax.lax.fori_loop(0, self.n_frames, lambda _, d: mjx.step(model, d), data)
 
 
 class Env(FunctionalEnv):
@@ -233,7 +262,7 @@ class Env(FunctionalEnv):
     def reset(self, key: jax.Array) -> EnvState:
         """Start one episode from ``key``."""
         qpos, qvel, task_state, key = draw_initial_conditions(self.task, key)
-        data = self.physics.init(qpos, qvel)
+        data = self.physics.init(qpos, qvel, model_params(task_state))
         obs = observation_groups(self.task, data, task_state)
         # Evaluate the reward once only to learn the component names/shapes; XLA drops the math.
         _, components = self.task.reward(
@@ -246,7 +275,7 @@ class Env(FunctionalEnv):
         action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
         ctrl = self.task.ctrl_from_action(action, state.task_state)
         with jax.named_scope("physics"):  # names for profiles (bench/speed/profile.py)
-            data = self.physics.step(state.physics, ctrl)
+            data = self.physics.step(state.physics, ctrl, model_params(state.task_state))
         with jax.named_scope("task"):
             state, (qpos0, qvel0) = post_physics(
                 self.task, data, action, state.task_state, state.key, state.step_count
@@ -254,6 +283,7 @@ class Env(FunctionalEnv):
         # Applying the reset, MJX's way: the fresh episode's physics is built on every step
         # and selected per leaf (exactly ``reset(reset key)``'s physics and observation).
         with jax.named_scope("reset"):
-            fresh = self.physics.init(qpos0, qvel0)
+            # Where done, the task state is already the fresh episode's (its model fields too).
+            fresh = self.physics.init(qpos0, qvel0, model_params(state.task_state))
             obs = observation_groups(self.task, fresh, state.task_state)
         return auto_reset(state, fresh, obs)

@@ -229,6 +229,7 @@ class MujocoBatchPhysics:
         *,
         name: str,
         nthread: int | None = None,
+        model_fields: tuple[str, ...] = (),
     ) -> None:
         nthread = default_nthread() if nthread is None else nthread
         if isinstance(nthread, bool) or not isinstance(nthread, int | np.integer) or nthread < 1:
@@ -252,6 +253,8 @@ class MujocoBatchPhysics:
         self._qpos = self.batch.bind("qpos")
         self._qvel = self.batch.bind("qvel")
         self._ctrl = self.batch.bind("ctrl")
+        # The task's per-episode model fields (Task.model_fields): one copy per simulation.
+        self._params = {f: self.batch.expand(f) for f in model_fields}
         self._warning_ids = sorted(_BAD_WARNINGS)
 
     def _batch_or_raise(self) -> mujoco_batch.Batch:
@@ -259,14 +262,41 @@ class MujocoBatchPhysics:
             raise RuntimeError(f"{self.name} (mujoco) is closed")
         return self.batch
 
-    def init(self, ids: np.ndarray | None, qpos: np.ndarray, qvel: np.ndarray) -> None:
-        """Reset rows ``ids`` (all when None) to ``(qpos, qvel)`` and run ``mj_forward``."""
+    def init(
+        self,
+        ids: np.ndarray | None,
+        qpos: np.ndarray,
+        qvel: np.ndarray,
+        params: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        """Reset rows ``ids`` (all when None) to ``(qpos, qvel)`` with their per-episode model
+        fields ``params`` (rows in the order of ``ids``), and run ``mj_forward``."""
         batch = self._batch_or_raise()
+        self.set_params(ids, params or {})
         batch.reset(ids, stage=int(mujoco.mjtStage.mjSTAGE_NONE))
         rows = slice(None) if ids is None else ids
         self._qpos[rows] = qpos
         self._qvel[rows] = qvel
         batch.forward(ids)
+
+    @property
+    def model_params(self) -> dict[str, np.ndarray]:
+        """A copy of every simulation's per-episode model fields, ``[N, ...]`` each."""
+        return {f: np.array(v) for f, v in self._params.items()}
+
+    def set_params(self, ids: np.ndarray | None, params: Mapping[str, np.ndarray]) -> None:
+        """Write rows ``ids``' (all when None) per-episode model fields; every field the task
+        names must be given, and no other."""
+        if set(params) != set(self._params):
+            raise ValueError(
+                f"{self.name}: model fields {sorted(params)} given, the task draws "
+                f"{sorted(self._params)}"
+            )
+        rows = slice(None) if ids is None else ids
+        for f, values in params.items():
+            self._params[f][rows] = np.asarray(values, np.float64).reshape(
+                self._params[f][rows].shape
+            )
 
     def step(self, ctrl: np.ndarray) -> None:
         """Apply ``ctrl`` [N, nu] and advance every env ``n_frames`` substeps; raises
@@ -308,4 +338,5 @@ class MujocoBatchPhysics:
         """Drop the batch: its thread pool lives as long as any array bound from it."""
         self._bound = {}
         self._qpos = self._qvel = self._ctrl = None
+        self._params = {}
         self.batch = None

@@ -21,7 +21,18 @@ import mujoco
 
 from unilab_jax.envs.mirror import MirrorMap
 
-__all__ = ["XML_DIR", "Task", "apply_config_override", "load_packaged_model"]
+__all__ = [
+    "MODEL_PARAMS_KEY",
+    "XML_DIR",
+    "Task",
+    "apply_config_override",
+    "load_packaged_model",
+    "model_params",
+]
+
+#: Where a task keeps its per-episode model parameters in ``task_state`` (see
+#: :attr:`Task.model_fields`).
+MODEL_PARAMS_KEY = "model"
 
 XML_DIR = Path(__file__).resolve().parent / "xml"
 
@@ -46,6 +57,15 @@ class Task(abc.ABC):
     #: Run a full ``mjx.forward`` at reset (needed when ``observe`` reads sensors or body
     #: velocities); kinematics alone otherwise.
     reset_forward: bool = False
+    #: MjModel fields the task draws per episode (domain randomisation), by the names
+    #: ``mujoco.batch`` uses: ``"actuator_gainprm"``, ``"body_mass"``, ``"opt.gravity"``, ...
+    #: A task naming some returns, from ``init_task_state``, each env's full value of each field
+    #: (the model field's shape) in ``task_state[MODEL_PARAMS_KEY]``; both physics backends step
+    #: and reset every env on its own values (MJX: the field replaced per env under ``vmap``;
+    #: C MuJoCo: the batch's per-simulation copy of the field). Derived constants the compiler
+    #: computes from them (``body_subtreemass``, ``dof_invweight0``) are not recomputed, on
+    #: either backend.
+    model_fields: tuple[str, ...] = ()
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -122,6 +142,11 @@ class Task(abc.ABC):
         """Advance the task carry after a control step (default: unchanged)."""
         del data, action, key
         return task_state
+
+
+def model_params(task_state: Mapping[str, Any]) -> dict[str, jax.Array]:
+    """The per-episode model parameters in ``task_state`` (empty for a task without any)."""
+    return dict(task_state.get(MODEL_PARAMS_KEY, {}))
 
 
 def apply_config_override(config: Any, override: Mapping[str, Any] | None) -> Any:

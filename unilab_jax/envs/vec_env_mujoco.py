@@ -23,6 +23,7 @@ from unilab_jax.envs.base import (
     EnvState,
     Task,
     draw_initial_conditions,
+    model_params,
     observation_groups,
     post_physics,
 )
@@ -84,6 +85,7 @@ class MujocoVecEnv(VecEnv):
             trace.fields,
             name=name,
             nthread=nthread,
+            model_fields=task.model_fields,
         )
         # The default ctrl_from_action is the identity: skip a jit dispatch per step.
         self._identity_ctrl = type(task).ctrl_from_action is Task.ctrl_from_action
@@ -125,7 +127,7 @@ class MujocoVecEnv(VecEnv):
         with jax.default_device(self._cpu):
             keys = jax.device_put(keys, self._cpu)
             qpos0, qvel0, task_state, keys = self._initial_fn(keys)
-            self.physics.init(None, np.asarray(qpos0), np.asarray(qvel0))
+            self.physics.init(None, np.asarray(qpos0), np.asarray(qvel0), _host_params(task_state))
             obs = jax.device_get(self._observe_fn(PhysicsView(self.physics.view()), task_state))
         self._task_state, self._keys = task_state, keys
         self._step_count = step_count.astype(np.int32, copy=True)
@@ -151,7 +153,8 @@ class MujocoVecEnv(VecEnv):
             if done.any():
                 # Applying the reset, C MuJoCo's way: write the ended rows, observe them again.
                 ids = np.flatnonzero(done)
-                self.physics.init(ids, qpos0[ids], qvel0[ids])
+                params = {f: v[ids] for f, v in _host_params(out.task_state).items()}
+                self.physics.init(ids, qpos0[ids], qvel0[ids], params)
                 self.physics.refresh_rows(view, ids)
                 fresh = jax.device_get(self._observe_fn(PhysicsView(view), out.task_state))
                 obs = {k: np.where(done[:, None], fresh[k], v) for k, v in final_obs.items()}
@@ -200,6 +203,8 @@ class MujocoVecEnv(VecEnv):
                 f"{self.batch.state.shape} (another task or num_envs)"
             )
         self.batch.state[:] = physics
+        # The per-episode model fields are model, not integration state: written apart.
+        self.physics.set_params(None, _host_params(snapshot["task_state"]))
         with jax.default_device(self._cpu):
             self._task_state = jax.device_put(snapshot["task_state"], self._cpu)
             self._keys = jax.device_put(np.asarray(snapshot["key"]), self._cpu)
@@ -211,3 +216,8 @@ class MujocoVecEnv(VecEnv):
     def _release(self) -> None:
         self.physics.close()
         self._task_state = self._keys = None
+
+
+def _host_params(task_state: Any) -> dict[str, np.ndarray]:
+    """The per-episode model fields of a batch's task state, as numpy arrays ``[N, ...]``."""
+    return {f: np.asarray(v) for f, v in model_params(task_state).items()}
