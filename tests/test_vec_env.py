@@ -14,6 +14,7 @@ MuJoCo in float64 (plus implementation differences in the contact solver).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import os
 from collections.abc import Iterator
@@ -326,6 +327,52 @@ def test_per_episode_model_fields_agree_on_both_backends_and_survive_restore() -
     finally:
         for env in envs:
             env.close()
+
+
+class _BatchCountingPendulum(PendulumSwingup):
+    """PendulumSwingup with a carry of the whole batch: every env holds the number of
+    episodes the batch has finished (``persistent_state`` + ``update_batch``, as a curriculum
+    over the batch's episode lengths does)."""
+
+    persistent_state = ("finished", "steps_ended")
+
+    def init_task_state(self, key: jax.Array) -> dict[str, Any]:
+        del key
+        return {"finished": jnp.zeros((), jnp.int32), "steps_ended": jnp.zeros((), jnp.int32)}
+
+    def update_batch(self, task_state, done, episode_length):
+        finished = task_state["finished"] + jnp.sum(done)
+        steps = task_state["steps_ended"] + jnp.sum(jnp.where(done, episode_length, 0))
+        return {
+            "finished": jnp.broadcast_to(finished, done.shape),
+            "steps_ended": jnp.broadcast_to(steps, done.shape),
+        }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_carry_counts_every_ended_episode_across_resets(backend: str) -> None:
+    task = _BatchCountingPendulum(dataclasses.replace(PendulumSwingup().config, episode_length=5))
+    cls = {"mjx": MjxVecEnv, "mujoco": MujocoVecEnv}[backend]
+    env = cls(task, "BatchCountingPendulum", BATCH, seed=3)
+    try:
+        env.init_state()  # staggered starts: episodes end on different steps
+        ended = ended_steps = 0
+        rng = np.random.default_rng(0)
+        for _ in range(12):
+            state = env.step(random_actions(env, rng))
+            done = state.terminated | state.truncated
+            ended += int(done.sum())
+            ended_steps += 5 * int(done.sum())
+        assert ended > BATCH  # every env reset at least once
+        carry = jax.device_get(
+            env.jax_state.task_state if backend == "mjx" else env.snapshot()["task_state"]
+        )
+        np.testing.assert_array_equal(carry["finished"], np.full(BATCH, ended))
+        # The first episodes start part-way through (staggered), so not every ended episode
+        # ran the full 5 steps: the lengths add up to at most 5 per episode.
+        assert 0 < carry["steps_ended"][0] <= ended_steps
+    finally:
+        env.close()
 
 
 # --------------------------------------------------------------------------- errors

@@ -171,7 +171,7 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
             env_state, alive, total, length = carry
             qpos, qvel = jax.vmap(source.positions)(env_state.physics)
             actions = act(agent_state, env_state.obs["obs"])
-            nxt = jax.vmap(env.step)(env_state, actions)
+            nxt = env.step_batch(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
             length = length + alive.astype(jnp.int32)
             record = (qpos, qvel, alive)

@@ -144,7 +144,7 @@ def make_init_fn(config: TrainConfig, env: Env, agent: Agent, mesh: Mesh) -> Cal
 
 def _collect(config: TrainConfig, env: Env, agent: Agent, ts: TrainState, key: jax.Array):
     """``env_steps_per_sync`` env steps; returns the new state pieces and collection stats."""
-    step_env = jax.vmap(env.step)
+    step_env = env.step_batch
     n_local = ts.prev_done.shape[0]
     first_env = jax.lax.axis_index(DATA_AXIS) * n_local
 
@@ -420,7 +420,7 @@ def make_evaluate(env: Env, act: Callable, num_envs: int) -> Callable:
         def step(carry, _):
             env_state, alive, total, length = carry
             actions = act(agent_state, env_state.obs["obs"])
-            nxt = jax.vmap(env.step)(env_state, actions)
+            nxt = env.step_batch(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
             length = length + alive.astype(jnp.int32)
             alive = alive & ~(nxt.terminated | nxt.truncated)

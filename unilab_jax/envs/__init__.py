@@ -9,7 +9,7 @@ Functional and jittable (MJX), for the JAX core:
 
 >>> env = load("PendulumSwingup")            # doctest: +SKIP
 >>> state = jax.vmap(env.reset)(keys)          # doctest: +SKIP
->>> state = jax.jit(jax.vmap(env.step))(state, actions)  # doctest: +SKIP
+>>> state = jax.jit(env.step_batch)(state, actions)  # doctest: +SKIP
 
 Vectorised and numpy-facing, on C MuJoCo (CPU threads) or MJX, for the torch collector:
 

@@ -86,6 +86,7 @@ from unilab_jax.envs.pipeline import (
     EnvState,
     auto_reset,
     draw_initial_conditions,
+    finish_batch,
     observation_groups,
     post_physics,
     reward_metrics,
@@ -118,6 +119,7 @@ __all__ = [
     "apply_config_override",
     "auto_reset",
     "draw_initial_conditions",
+    "finish_batch",
     "load_packaged_model",
     "model_params",
     "observation_groups",
@@ -172,6 +174,12 @@ class FunctionalEnv(abc.ABC):
     @abc.abstractmethod
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
         """Advance one control step; resets automatically when the episode ends."""
+
+    def step_batch(self, states: EnvState, actions: jax.Array) -> EnvState:
+        """Advance a batch (leaves ``[N, ...]``) one control step: :meth:`step` under ``vmap``,
+        then whatever the batch shares (a task's :meth:`~Task.update_batch`). Every batched
+        caller steps through here."""
+        return jax.vmap(self.step)(states, actions)
 
     @cached_property
     def obs_size(self) -> dict[str, int]:
@@ -258,6 +266,9 @@ class Env(FunctionalEnv):
     @property
     def mirror(self) -> MirrorMap | None:
         return self.task.mirror
+
+    def step_batch(self, states: EnvState, actions: jax.Array) -> EnvState:
+        return finish_batch(self.task, states, jax.vmap(self.step)(states, actions))
 
     def reset(self, key: jax.Array) -> EnvState:
         """Start one episode from ``key``."""

@@ -26,6 +26,7 @@ __all__ = [
     "EnvState",
     "auto_reset",
     "draw_initial_conditions",
+    "finish_batch",
     "observation_groups",
     "post_physics",
     "reward_metrics",
@@ -212,5 +213,16 @@ def post_physics(
         episode_length=task.episode_length,
     )
     qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, k_reset)
+    task_state0 = {**task_state0, **{k: state.task_state[k] for k in task.persistent_state}}
     state = state.replace(task_state=where_done(state.done, task_state0, state.task_state))
     return state, (qpos0, qvel0)
+
+
+def finish_batch(task: Task, before: EnvState, after: EnvState) -> EnvState:
+    """The batch's part of a control step, after every env's (``before`` / ``after``: batched
+    states around ``vmap(step)``): :meth:`Task.update_batch` with the ended episodes'
+    lengths. Not under ``vmap``."""
+    if not task.has_batch_update:
+        return after
+    task_state = task.update_batch(after.task_state, after.done, before.step_count + 1)
+    return after.replace(task_state=task_state)

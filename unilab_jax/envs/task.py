@@ -66,6 +66,9 @@ class Task(abc.ABC):
     #: computes from them (``body_subtreemass``, ``dof_invweight0``) are not recomputed, on
     #: either backend.
     model_fields: tuple[str, ...] = ()
+    #: Keys of ``task_state`` that survive automatic resets: carries of the whole batch, such as
+    #: a curriculum's level (:meth:`update_batch`) or a step counter the batch shares.
+    persistent_state: tuple[str, ...] = ()
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -142,6 +145,23 @@ class Task(abc.ABC):
         """Advance the task carry after a control step (default: unchanged)."""
         del data, action, key
         return task_state
+
+    def update_batch(
+        self, task_state: dict[str, jax.Array], done: jax.Array, episode_length: jax.Array
+    ) -> dict[str, jax.Array]:
+        """The batch's update after a control step, on batched leaves ``[N, ...]`` (not under
+        ``vmap``): e.g. a curriculum over the episodes that ended on this step. ``done`` [N]:
+        the episode ended; ``episode_length`` [N]: its control steps, counting this one (read
+        where ``done``). Runs after the automatic reset draw, so ``task_state`` is already the
+        fresh episode's where ``done`` (with :attr:`persistent_state` kept). Under several
+        devices the batch is one device's share. Default: unchanged."""
+        del done, episode_length
+        return task_state
+
+    @property
+    def has_batch_update(self) -> bool:
+        """The task overrides :meth:`update_batch`."""
+        return type(self).update_batch is not Task.update_batch
 
 
 def model_params(task_state: Mapping[str, Any]) -> dict[str, jax.Array]:

@@ -39,7 +39,7 @@ class MjxVecEnv(VecEnv):
         shapes = jax.eval_shape(self.env.reset, jax.random.PRNGKey(0))
         self._set_reward_keys(shapes.metrics)
         self._reset_fn = jax.jit(jax.vmap(self.env.reset))
-        self._step_fn = jax.jit(jax.vmap(self.env.step))
+        self._step_fn = jax.jit(self.env.step_batch)
         self.jax_state: EnvState | None = None
 
     def _reset_all(self, keys: jax.Array, step_count: np.ndarray) -> dict[str, np.ndarray]:

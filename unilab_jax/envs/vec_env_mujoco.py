@@ -101,6 +101,7 @@ class MujocoVecEnv(VecEnv):
             return state.replace(physics=None), reset
 
         self._post_fn = jax.jit(jax.vmap(post))
+        self._batch_fn = jax.jit(task.update_batch) if task.has_batch_update else None
 
         # Per-env carry between steps (set by init_state).
         self._task_state: Any = None
@@ -144,6 +145,9 @@ class MujocoVecEnv(VecEnv):
             out, (qpos0, qvel0) = self._post_fn(
                 PhysicsView(view), actions, self._task_state, self._keys, self._step_count
             )
+            if self._batch_fn is not None:  # what the batch shares (pipeline.finish_batch)
+                task_state = self._batch_fn(out.task_state, out.done, self._step_count + 1)
+                out = out.replace(task_state=task_state)
             # One transfer of what the host needs; the carry stays in JAX arrays.
             host, (qpos0, qvel0) = jax.device_get(
                 (out.replace(task_state=None, key=None), (qpos0, qvel0))
