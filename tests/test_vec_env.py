@@ -340,7 +340,8 @@ class _BatchCountingPendulum(PendulumSwingup):
         del key
         return {"finished": jnp.zeros((), jnp.int32), "steps_ended": jnp.zeros((), jnp.int32)}
 
-    def update_batch(self, task_state, done, episode_length):
+    def update_batch(self, task_state, terminated, truncated, episode_length):
+        done = terminated | truncated
         finished = task_state["finished"] + jnp.sum(done)
         steps = task_state["steps_ended"] + jnp.sum(jnp.where(done, episode_length, 0))
         return {

@@ -194,7 +194,13 @@ class FunctionalEnv(abc.ABC):
 class MjxPhysics:
     """MJX backend: builds ``mjx.Data`` from (qpos, qvel) and advances it by ``n_frames``."""
 
-    def __init__(self, model: mujoco.MjModel, n_frames: int, reset_forward: bool = False) -> None:
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        n_frames: int,
+        reset_forward: bool = False,
+        solver_warmstart: bool = True,
+    ) -> None:
         # Force the pure-JAX implementation so CPU and GPU runs use the same code path. On a
         # device of this process: MJX's default, jax.devices()[0], is process 0's in a
         # multi-process run (unilab_jax.distributed).
@@ -203,6 +209,7 @@ class MjxPhysics:
         self._template = mjx.make_data(self.mjx_model, device=device, impl="jax")
         self.n_frames = int(n_frames)
         self.reset_forward = reset_forward
+        self.solver_warmstart = solver_warmstart
 
     def model_with(self, params: Mapping[str, jax.Array]) -> mjx.Model:
         """The model with some fields replaced by one env's values (``Task.model_fields``;
@@ -232,12 +239,20 @@ class MjxPhysics:
         return mjx.kinematics(model, data)
 
     def step(
-        self, data: mjx.Data, ctrl: jax.Array, params: Mapping[str, jax.Array] | None = None
+        self,
+        data: mjx.Data,
+        ctrl: jax.Array,
+        params: Mapping[str, jax.Array] | None = None,
+        xfrc_applied: jax.Array | None = None,
     ) -> mjx.Data:
-        """Apply ``ctrl`` and advance ``n_frames`` physics steps of the model with the env's
-        per-episode fields ``params``."""
+        """Apply ``ctrl`` (and ``xfrc_applied`` when given) and advance ``n_frames`` physics
+        steps of the model with the env's per-episode fields ``params``."""
         model = self.model_with(params or {})
         data = data.replace(ctrl=jnp.asarray(ctrl, data.ctrl.dtype))
+        if xfrc_applied is not None:
+            data = data.replace(xfrc_applied=jnp.asarray(xfrc_applied, data.xfrc_applied.dtype))
+        if not self.solver_warmstart:
+            data = data.replace(qacc_warmstart=jnp.zeros_like(data.qacc_warmstart))
         return jax.lax.fori_loop(0, self.n_frames, lambda _, d: mjx.step(model, d), data)
 
 
@@ -247,7 +262,9 @@ class Env(FunctionalEnv):
     def __init__(self, task: Task, name: str) -> None:
         self.task = task
         self.name = name
-        self.physics = MjxPhysics(task.model, task.n_frames, task.reset_forward)
+        self.physics = MjxPhysics(
+            task.model, task.n_frames, task.reset_forward, task.solver_warmstart
+        )
         # jaxlib 0.10.2's batched LAPACK Cholesky can deadlock on CPU (unilab_jax.cpu_linalg).
         cpu_linalg.install_on_cpu()
 
@@ -286,7 +303,12 @@ class Env(FunctionalEnv):
         action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
         ctrl = self.task.ctrl_from_action(action, state.task_state)
         with jax.named_scope("physics"):  # names for profiles (bench/speed/profile.py)
-            data = self.physics.step(state.physics, ctrl, model_params(state.task_state))
+            data = self.physics.step(
+                state.physics,
+                ctrl,
+                model_params(state.task_state),
+                self.task.xfrc_applied(state.task_state),
+            )
         with jax.named_scope("task"):
             state, (qpos0, qvel0) = post_physics(
                 self.task, data, action, state.task_state, state.key, state.step_count

@@ -230,6 +230,8 @@ class MujocoBatchPhysics:
         name: str,
         nthread: int | None = None,
         model_fields: tuple[str, ...] = (),
+        solver_warmstart: bool = True,
+        float32_state: bool = False,
     ) -> None:
         nthread = default_nthread() if nthread is None else nthread
         if isinstance(nthread, bool) or not isinstance(nthread, int | np.integer) or nthread < 1:
@@ -253,8 +255,20 @@ class MujocoBatchPhysics:
         self._qpos = self.batch.bind("qpos")
         self._qvel = self.batch.bind("qvel")
         self._ctrl = self.batch.bind("ctrl")
-        # The task's per-episode model fields (Task.model_fields): one copy per simulation.
-        self._params = {f: self.batch.expand(f) for f in model_fields}
+        self.solver_warmstart = solver_warmstart
+        self.float32_state = float32_state
+        self._xfrc = self.batch.bind("xfrc_applied")
+        self._warmstart = self.batch.bind("qacc_warmstart")
+        self._time = self.batch.bind("time")
+        # The task's per-episode model fields (Task.model_fields): each simulation runs on a
+        # model of its own, whose derived constants (body_subtreemass, *_invweight0, ...) are
+        # recomputed with mj_setConst after its fields change, as C MuJoCo requires.
+        self.model_fields = tuple(model_fields)
+        self._models: list[mujoco.MjModel] = []
+        if self.model_fields:
+            self._models = [copy.copy(model) for _ in range(self.num_envs)]
+            self._const_data = mujoco.MjData(model)
+            self.batch.set_models(self._models)
         self._warning_ids = sorted(_BAD_WARNINGS)
 
     def _batch_or_raise(self) -> mujoco_batch.Batch:
@@ -282,29 +296,42 @@ class MujocoBatchPhysics:
     @property
     def model_params(self) -> dict[str, np.ndarray]:
         """A copy of every simulation's per-episode model fields, ``[N, ...]`` each."""
-        return {f: np.array(v) for f, v in self._params.items()}
+        return {f: np.stack([_field(m, f) for m in self._models]) for f in self.model_fields}
 
     def set_params(self, ids: np.ndarray | None, params: Mapping[str, np.ndarray]) -> None:
-        """Write rows ``ids``' (all when None) per-episode model fields; every field the task
-        names must be given, and no other."""
-        if set(params) != set(self._params):
+        """Write rows ``ids``' (all when None) per-episode model fields (every field the task
+        names, and no other) and recompute those models' derived constants."""
+        if set(params) != set(self.model_fields):
             raise ValueError(
                 f"{self.name}: model fields {sorted(params)} given, the task draws "
-                f"{sorted(self._params)}"
+                f"{sorted(self.model_fields)}"
             )
-        rows = slice(None) if ids is None else ids
-        for f, values in params.items():
-            self._params[f][rows] = np.asarray(values, np.float64).reshape(
-                self._params[f][rows].shape
-            )
+        if not self.model_fields:
+            return
+        rows = range(self.num_envs) if ids is None else np.asarray(ids).tolist()
+        for j, i in enumerate(rows):
+            model = self._models[i]
+            for f, values in params.items():
+                target = _field(model, f)
+                target[...] = np.asarray(values[j], np.float64).reshape(target.shape)
+            mujoco.mj_setConst(model, self._const_data)
+        self._batch_or_raise().set_models(self._models)
 
-    def step(self, ctrl: np.ndarray) -> None:
-        """Apply ``ctrl`` [N, nu] and advance every env ``n_frames`` substeps; raises
-        ``FloatingPointError`` if MuJoCo reported a diverged simulation."""
+    def step(self, ctrl: np.ndarray, xfrc_applied: np.ndarray | None = None) -> None:
+        """Apply ``ctrl`` [N, nu] (and ``xfrc_applied`` [N, nbody, 6] when given) and advance
+        every env ``n_frames`` substeps; raises ``FloatingPointError`` if MuJoCo reported a
+        diverged simulation."""
         batch = self._batch_or_raise()
         self._ctrl[:] = ctrl
+        if xfrc_applied is not None:
+            self._xfrc[:] = np.asarray(xfrc_applied).reshape(self._xfrc.shape)
+        if not self.solver_warmstart:
+            self._warmstart[:] = 0.0
         batch.step(nstep=self.n_frames)
         self._check_physics()
+        if self.float32_state:
+            for state in (self._time, self._qpos, self._qvel):
+                state[:] = state.astype(np.float32)
 
     def view(self) -> dict[str, np.ndarray]:
         """Copy the fields the task reads out of the batch, in MJX's shapes and dtypes."""
@@ -338,5 +365,13 @@ class MujocoBatchPhysics:
         """Drop the batch: its thread pool lives as long as any array bound from it."""
         self._bound = {}
         self._qpos = self._qvel = self._ctrl = None
-        self._params = {}
+        self._xfrc = self._warmstart = self._time = None
+        self._models = []
         self.batch = None
+
+
+def _field(model: mujoco.MjModel, name: str) -> np.ndarray:
+    """A model field by ``mujoco.batch``'s name (``"opt.gravity"`` for an option): a live view."""
+    if name.startswith("opt."):
+        return getattr(model.opt, name[4:])
+    return getattr(model, name)

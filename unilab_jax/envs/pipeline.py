@@ -224,5 +224,7 @@ def finish_batch(task: Task, before: EnvState, after: EnvState) -> EnvState:
     lengths. Not under ``vmap``."""
     if not task.has_batch_update:
         return after
-    task_state = task.update_batch(after.task_state, after.done, before.step_count + 1)
+    task_state = task.update_batch(
+        after.task_state, after.terminated, after.truncated, before.step_count + 1
+    )
     return after.replace(task_state=task_state)

@@ -69,6 +69,12 @@ class Task(abc.ABC):
     #: Keys of ``task_state`` that survive automatic resets: carries of the whole batch, such as
     #: a curriculum's level (:meth:`update_batch`) or a step counter the batch shares.
     persistent_state: tuple[str, ...] = ()
+    #: False: every control step starts MuJoCo's constraint solver cold (``qacc_warmstart``
+    #: zeroed before its first substep), on both backends, as the reference's batched pool does.
+    solver_warmstart: bool = True
+    #: True: C MuJoCo keeps the integration state (time, qpos, qvel) in float32 between control
+    #: steps, rounding it after each, as the reference's batched pool does (MJX is float32).
+    float32_state: bool = False
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -110,6 +116,18 @@ class Task(abc.ABC):
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Randomised initial ``(qpos [nq], qvel [nv])``."""
 
+    def xfrc_applied(self, task_state: dict[str, jax.Array]) -> jax.Array | None:
+        """Forces and torques ``[nbody, 6]`` (world frame, at each body's centre of mass, as
+        ``mjData.xfrc_applied``) held over the control step, from the carry in force when the
+        action was chosen (a push); None (default): the task applies none."""
+        del task_state
+        return None
+
+    @property
+    def applies_forces(self) -> bool:
+        """The task overrides :meth:`xfrc_applied`."""
+        return type(self).xfrc_applied is not Task.xfrc_applied
+
     def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
         """Map a policy action in [-1, 1] to actuator controls (default: identity)."""
         del task_state
@@ -147,15 +165,20 @@ class Task(abc.ABC):
         return task_state
 
     def update_batch(
-        self, task_state: dict[str, jax.Array], done: jax.Array, episode_length: jax.Array
+        self,
+        task_state: dict[str, jax.Array],
+        terminated: jax.Array,
+        truncated: jax.Array,
+        episode_length: jax.Array,
     ) -> dict[str, jax.Array]:
         """The batch's update after a control step, on batched leaves ``[N, ...]`` (not under
-        ``vmap``): e.g. a curriculum over the episodes that ended on this step. ``done`` [N]:
-        the episode ended; ``episode_length`` [N]: its control steps, counting this one (read
-        where ``done``). Runs after the automatic reset draw, so ``task_state`` is already the
-        fresh episode's where ``done`` (with :attr:`persistent_state` kept). Under several
-        devices the batch is one device's share. Default: unchanged."""
-        del done, episode_length
+        ``vmap``): e.g. a curriculum over the episodes that ended on this step.
+        ``terminated`` / ``truncated`` [N]: how the episode ended on this step;
+        ``episode_length`` [N]: its control steps, counting this one (read where it ended).
+        Runs after the automatic reset draw, so ``task_state`` is already the fresh episode's
+        where one ended (with :attr:`persistent_state` kept). Under several devices the batch
+        is one device's share. Default: unchanged."""
+        del terminated, truncated, episode_length
         return task_state
 
     @property

@@ -86,12 +86,15 @@ class MujocoVecEnv(VecEnv):
             name=name,
             nthread=nthread,
             model_fields=task.model_fields,
+            solver_warmstart=task.solver_warmstart,
+            float32_state=task.float32_state,
         )
         # The default ctrl_from_action is the identity: skip a jit dispatch per step.
         self._identity_ctrl = type(task).ctrl_from_action is Task.ctrl_from_action
         self._ctrl_fn = jax.jit(
             jax.vmap(lambda a, ts: jnp.asarray(task.ctrl_from_action(a, ts), jnp.float32))
         )
+        self._xfrc_fn = jax.jit(jax.vmap(task.xfrc_applied)) if task.applies_forces else None
         self._observe_fn = jax.jit(jax.vmap(lambda d, ts: observation_groups(task, d, ts)))
         self._initial_fn = jax.jit(jax.vmap(lambda k: draw_initial_conditions(task, k)))
 
@@ -140,13 +143,16 @@ class MujocoVecEnv(VecEnv):
                 ctrl = actions
             else:
                 ctrl = np.asarray(self._ctrl_fn(actions, self._task_state))
-            self.physics.step(ctrl)
+            xfrc = None if self._xfrc_fn is None else np.asarray(self._xfrc_fn(self._task_state))
+            self.physics.step(ctrl, xfrc)
             view = self.physics.view()
             out, (qpos0, qvel0) = self._post_fn(
                 PhysicsView(view), actions, self._task_state, self._keys, self._step_count
             )
             if self._batch_fn is not None:  # what the batch shares (pipeline.finish_batch)
-                task_state = self._batch_fn(out.task_state, out.done, self._step_count + 1)
+                task_state = self._batch_fn(
+                    out.task_state, out.terminated, out.truncated, self._step_count + 1
+                )
                 out = out.replace(task_state=task_state)
             # One transfer of what the host needs; the carry stays in JAX arrays.
             host, (qpos0, qvel0) = jax.device_get(
