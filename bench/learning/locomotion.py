@@ -44,7 +44,10 @@ def _child(spec: dict) -> dict:
     from unilab_jax.presets import preset_configs
     from unilab_jax.trainer import Trainer, train
 
-    config, algo = preset_configs(spec["env"], "td3", scale="cpu")
+    config, algo = preset_configs(
+        spec["env"], spec.get("algo", "td3"), scale="cpu", train=spec.get("train"),
+        algo_settings=spec.get("algo_settings"),
+    )  # fmt: skip
     config = config.replace(
         num_envs=spec["num_envs"],
         max_iterations=spec["blocks"] * spec["block"],
@@ -300,14 +303,46 @@ def train_run(args: argparse.Namespace) -> None:
                                   "path": "jax", "settings": settings, **row}) + "\n")  # fmt: skip
 
 
+def facade_runner(env_name: str, algo: str, train_set: dict, algo_set: dict) -> tuple:
+    """``(runner, config)``: the facade's ``OffPolicyRunner`` (``sim_backend="mujoco"``: a
+    collector process on C MuJoCo, the torch learner) at the core's cpu preset for ``env_name``
+    and ``algo`` with ``train_set`` / ``algo_set`` over it, the learner built with the core's
+    resolved values (value support included)."""
+    import dataclasses
+    import inspect
+
+    from unilab.algos.torch.offpolicy import OffPolicyRunner
+    from unilab.algos.torch.registry import TORCH_ALGOS
+    from unilab_jax.envs import load
+    from unilab_jax.presets import preset_configs
+    from unilab_jax.trainer import resolve_algo_config
+
+    config, settings = preset_configs(
+        env_name, algo, "cpu", train=train_set, algo_settings=algo_set
+    )
+    env = load(env_name)
+    cfg = resolve_algo_config(algo, env, settings)
+    cls = TORCH_ALGOS[algo].learner_cls
+    accepted = set(inspect.signature(cls.__init__).parameters)
+    kwargs = {k: v for k, v in dataclasses.asdict(cfg).items() if k in accepted}
+    extra = {"num_envs": config.num_envs} if "num_envs" in accepted else {}
+    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **extra, **kwargs)
+    runner = OffPolicyRunner(
+        learner, env_name, algo, num_envs=config.num_envs,
+        replay_buffer_n=config.replay_buffer_n, batch_size=config.batch_size,
+        learning_starts=config.learning_starts, updates_per_step=config.updates_per_step,
+        policy_frequency=config.resolved_policy_frequency, actor_hidden_dim=cfg.actor_hidden_dim,
+        seed=config.seed, sim_backend="mujoco",
+    )  # fmt: skip
+    return runner, config
+
+
 def torch_run(args: argparse.Namespace) -> None:
     """The same recipe through the facade's torch path (``OffPolicyRunner``,
     ``sim_backend="mujoco"``: a collector process on C MuJoCo, the torch learner; the
     reference's architecture) for ``--minutes``, saving ``model_<it>.pt`` every
     ``--snapshot-every`` iterations; afterwards every checkpoint is evaluated with
     ``walking_figures`` (wall-clock from the file's time) and written to ``--out``."""
-    import dataclasses
-    import inspect
     import signal
     import tempfile
     import threading
@@ -316,33 +351,11 @@ def torch_run(args: argparse.Namespace) -> None:
     import jax
 
     import unilab_jax
-    from unilab.algos.torch.fast_sac.learner import FastSACLearner
-    from unilab.algos.torch.fast_td3.learner import FastTD3Learner
-    from unilab.algos.torch.offpolicy import OffPolicyRunner
-    from unilab_jax.envs import load
     from unilab_jax.interrupts import RunStopped
-    from unilab_jax.presets import preset_configs
-    from unilab_jax.trainer import resolve_algo_config
 
     train_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     algo_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.algo_set)}
-    config, algo = preset_configs(
-        args.env, args.algo, "cpu", train=train_set, algo_settings=algo_set
-    )
-    env = load(args.env)
-    cfg = resolve_algo_config(args.algo, env, algo)  # the core's values, support included
-    cls = FastTD3Learner if args.algo == "td3" else FastSACLearner
-    accepted = set(inspect.signature(cls.__init__).parameters)
-    kwargs = {k: v for k, v in dataclasses.asdict(cfg).items() if k in accepted}
-    extra = {"num_envs": config.num_envs} if args.algo == "td3" else {}
-    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **extra, **kwargs)
-    runner = OffPolicyRunner(
-        learner, args.env, args.algo, num_envs=config.num_envs,
-        replay_buffer_n=config.replay_buffer_n, batch_size=config.batch_size,
-        learning_starts=config.learning_starts, updates_per_step=config.updates_per_step,
-        policy_frequency=config.resolved_policy_frequency, actor_hidden_dim=cfg.actor_hidden_dim,
-        seed=config.seed, sim_backend="mujoco",
-    )  # fmt: skip
+    runner, config = facade_runner(args.env, args.algo, train_set, algo_set)
     warmup = -(-config.train_start_rows // config.num_envs)  # chunks before the 1st iteration
     log_dir = Path(tempfile.mkdtemp(prefix="torch_locomotion_"))
     timer = threading.Timer(60 * args.minutes, lambda: os.kill(os.getpid(), signal.SIGINT))

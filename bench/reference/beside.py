@@ -1,0 +1,483 @@
+"""Beside the real UniLab: the reference, our core and our facade's torch path on one of the
+reference's tasks, on this CPU, in one invocation.
+
+::
+
+    python -m bench.reference.venv --checkout CHECKOUT --venv REF_VENV     # once (venv.py)
+    python -m bench.reference --task G1WalkFlat --checkout CHECKOUT --venv REF_VENV
+    python -m bench.reference --task Go2JoystickFlat --checkout CHECKOUT --venv REF_VENV
+    python -m bench.reference report                                       # table + curves
+
+Every run is a child process of its own, one after another, so each has the CPU to itself.
+
+* **speed**: throughput at matched learner work (:data:`RECIPES`' ``speed``: the same algorithm,
+  env count, batch, updates per iteration and widths, the sync schedule): the reference
+  (``unilab.cli.train_main`` in its venv, C MuJoCo through ``mujoco-uni``'s batched pool),
+  our core (``unilab_jax.trainer`` with C MuJoCo collection) and our facade's torch path
+  (``OffPolicyRunner``, ``sim_backend="mujoco"``). Env steps/s and updates/s over the logged
+  points after the first, the same way for all three: the reference and the facade from their
+  TensorBoard files (``axis/env_steps_total`` and its wall time), the core from its blocks.
+* **learn**: each side at its best CPU recipe, for a fixed budget of wall-clock: the reference
+  at its own task config with the sizes its authors give for a CPU (``ref_cpu``), checkpoints
+  every ``--ref-save-interval`` iterations; our core at our preset, ``--seeds`` seeds; our
+  facade at our preset. Afterwards (outside every clock) each checkpoint is evaluated by one
+  evaluator on our task, which is the reference's (held to it by the golden files in
+  ``tests/golden/reference``): ``bench.learning.locomotion.walking_figures``, 64 deterministic
+  episodes on C MuJoCo under the task's randomisation and noise. A checkpoint *walks* when at
+  least 95% of the episodes reach the time limit and the linear-velocity tracking reward per
+  step is at least 0.8 of its maximum. The reference's ``model_<it>.pt`` are read by our
+  facade's learner of the same algorithm, built with the reference run's recorded settings.
+
+Rows go to ``bench/results/reference.json`` (one file for the family: a new run of a task and
+side replaces the old), curves against env steps and wall-clock to
+``bench/figures/reference_<task>.png``, the table to ``bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import (
+    FIGURES_DIR,
+    RESULTS_DIR,
+    add_common_args,
+    ensure_repo_on_path,
+    markdown_table,
+    record_section,
+)
+from bench.reference.venv import COMMIT, python_of
+
+ensure_repo_on_path()
+
+ROWS = RESULTS_DIR / "reference.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """One task's runs: the reference's task and algorithm names, the matched learner settings
+    for the speed part (in the reference's Hydra keys; ours are mapped by :func:`our_settings`),
+    the reference's CPU recipe for learning, and our algorithm."""
+
+    ref_task: str
+    ref_algo: str
+    our_algo: str
+    speed: dict
+    ref_cpu: dict
+
+
+RECIPES = {
+    # The reference trains G1 off-policy with TD3 (its td3 owner; sac's is the same env). On a
+    # CPU its authors' recipe (spec/reference_unilab.md): 256 envs, batch 512, 4 updates per
+    # iteration, widths 128/256; the rest is the owner's.
+    "G1WalkFlat": Recipe(
+        ref_task="g1_walk_flat",
+        ref_algo="td3",
+        our_algo="td3",
+        speed=dict(
+            num_envs=256,
+            batch_size=512,
+            updates_per_step=4,
+            actor_hidden_dim=128,
+            critic_hidden_dim=256,
+        ),  # fmt: skip
+        ref_cpu=dict(
+            num_envs=256,
+            batch_size=512,
+            updates_per_step=4,
+            actor_hidden_dim=128,
+            critic_hidden_dim=256,
+            learning_starts=4,
+        ),  # fmt: skip
+    ),
+    # Go2's only MuJoCo owner is flashsac's (1024 envs, batch 2048, 2 updates, widths 128/256).
+    # Scaled to this CPU as for G1: a quarter of the envs and of the batch.
+    "Go2JoystickFlat": Recipe(
+        ref_task="go2_joystick_flat",
+        ref_algo="flashsac",
+        our_algo="flash_sac",
+        speed=dict(
+            num_envs=256,
+            batch_size=512,
+            updates_per_step=2,
+            actor_hidden_dim=128,
+            critic_hidden_dim=256,
+        ),  # fmt: skip
+        ref_cpu=dict(num_envs=256, batch_size=512),
+    ),
+}
+
+
+def our_settings(recipe: Recipe, settings: dict) -> tuple[dict, dict]:
+    """The reference's Hydra ``algo.*`` keys as our ``(TrainConfig, algorithm)`` settings."""
+    train_keys = {"num_envs", "batch_size", "updates_per_step", "learning_starts"}
+    train = {k: v for k, v in settings.items() if k in train_keys}
+    algo = {k: v for k, v in settings.items() if k not in train_keys}
+    return train, algo
+
+
+# ----------------------------------------------------------------------------- the reference
+def reference_command(
+    args: argparse.Namespace, recipe: Recipe, settings: dict, iterations: int, log_root: Path,
+    seed: int, save_interval: int,
+) -> list[str]:  # fmt: skip
+    """The reference's own training entry point with Hydra overrides (sync collection)."""
+    overrides = [f"algo.{k}={v}" for k, v in settings.items()]
+    return [
+        str(python_of(args.venv)), "-c",
+        "import sys; from unilab.cli import train_main; sys.exit(train_main())",
+        "--algo", recipe.ref_algo, "--task", recipe.ref_task, "--sim", "mujoco",
+        *overrides, f"algo.max_iterations={iterations}", f"algo.seed={seed}",
+        f"algo.save_interval={save_interval}", f"training.log_root={log_root}",
+        "training.no_play=true", "training.export_onnx=false", "training.use_amp=false",
+    ]  # fmt: skip
+
+
+def run_reference(
+    args: argparse.Namespace, recipe: Recipe, settings: dict, *, iterations: int,
+    minutes: float | None, seed: int, save_interval: int,
+) -> Path:  # fmt: skip
+    """Train the reference (stopped with SIGINT after ``minutes`` when given); its log dir."""
+    log_root = Path(tempfile.mkdtemp(prefix="reference_"))
+    cmd = reference_command(args, recipe, settings, iterations, log_root, seed, save_interval)
+    print("reference:", " ".join(cmd[3:]), flush=True)
+    with open(log_root / "stdout.txt", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=args.checkout, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            proc.wait(timeout=None if minutes is None else 60 * minutes)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)  # the reference saves and writes its summary
+            try:
+                proc.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    runs = sorted(log_root.glob("**/*_mujoco"))
+    if not runs:
+        tail = (log_root / "stdout.txt").read_text().splitlines()[-20:]
+        raise RuntimeError("the reference wrote no run; its output ends:\n" + "\n".join(tail))
+    return runs[-1]
+
+
+def tensorboard_rates(log_dir: Path, updates_per_step: int) -> dict:
+    """Env steps/s and updates/s between the first and the last logged point (the reference's
+    and our facade's loggers write ``axis/env_steps_total`` and ``axis/iteration``)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(log_dir))
+    events.Reload()
+    steps = events.Scalars("axis/env_steps_total")
+    its = events.Scalars("axis/iteration")
+    if len(steps) < 3:
+        raise RuntimeError(f"{log_dir}: fewer than 3 logged points")
+    seconds = steps[-1].wall_time - steps[1].wall_time
+    return {
+        "env_steps_per_sec": (steps[-1].value - steps[1].value) / seconds,
+        "updates_per_sec": (its[-1].value - its[1].value) * updates_per_step / seconds,
+        "timed_env_steps": steps[-1].value - steps[1].value,
+    }
+
+
+def reference_policy(recipe: Recipe, task: str, checkpoint: Path, scratch: Path):
+    """The reference's ``model_<it>.pt`` as our ``Policy``: our facade's learner of the same
+    algorithm, built with the settings the reference run recorded, loads its state dict and is
+    saved again with our metadata."""
+    import torch
+
+    import unilab_jax
+    from unilab.algos.torch.offpolicy.checkpoints import checkpoint_meta, save_model
+    from unilab.algos.torch.registry import TORCH_ALGOS
+    from unilab_jax.config import TrainConfig
+    from unilab_jax.envs import load
+
+    recorded = json.loads((checkpoint.parent / "run_config.json").read_text())["config"]["algo"]
+    params = {**{k: v for k, v in recorded.items() if k != "algo_params"},
+              **recorded.get("algo_params", {})}  # fmt: skip
+    env = load(task)
+    cls = TORCH_ALGOS[recipe.our_algo].learner_cls
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "device"}
+    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"],
+                  **{k: v for k, v in params.items() if k in accepted})  # fmt: skip
+    learner.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False))
+    iteration = int(checkpoint.stem.split("_")[1])
+    meta = checkpoint_meta(learner, TrainConfig(env=task, algo=recipe.our_algo), "mujoco")
+    path = scratch / checkpoint.name
+    save_model(learner, path, {**meta, "iteration": iteration})
+    return unilab_jax.load_policy(path)
+
+
+# ----------------------------------------------------------------------------- our two sides
+def _facade_speed_child(spec: dict) -> dict:
+    """Our facade's torch path for ``iterations`` at the matched settings (in this process)."""
+    from bench.learning.locomotion import facade_runner
+
+    runner, config = facade_runner(spec["env"], spec["algo"], spec["train"], spec["algo_set"])
+    log_dir = Path(tempfile.mkdtemp(prefix="facade_speed_"))
+    try:
+        runner.learn(spec["iterations"], save_interval=0, log_dir=str(log_dir),
+                     logger_type="no_print")  # fmt: skip
+    finally:
+        runner.close()
+    return tensorboard_rates(log_dir, config.updates_per_step)
+
+
+def _child(what: str, spec: dict, timeout: float) -> dict:
+    """Run ``what`` (``core`` or ``facade``) with ``spec`` in a child process; its figures."""
+    if what == "core":
+        cmd = [sys.executable, "-m", "bench.learning.locomotion", "--child", json.dumps(spec)]
+    else:
+        cmd = [sys.executable, "-m", "bench.reference.beside", "--facade-child", json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"{what} child failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
+    return json.loads(lines[-1])
+
+
+# ----------------------------------------------------------------------------- the parts
+def speed(args: argparse.Namespace, task: str) -> list[dict]:
+    recipe = RECIPES[task]
+    settings = {**recipe.speed, "learning_starts": 4}
+    train, algo_set = our_settings(recipe, settings)
+    rows = []
+    log_dir = run_reference(args, recipe, settings, iterations=args.speed_iterations,
+                            minutes=None, seed=1, save_interval=10**9)  # fmt: skip
+    rows.append({"side": "reference", **tensorboard_rates(log_dir, settings["updates_per_step"])})
+    block = max(1, args.speed_iterations // 5)
+    core = _child("core", {"env": task, "algo": recipe.our_algo, "num_envs": train["num_envs"],
+                           "physics": "mujoco", "collection": "sync", "block": block,
+                           "blocks": 5, "train": train, "algo_settings": algo_set},
+                  args.timeout)  # fmt: skip
+    rows.append({"side": "core", **core})
+    facade = _child("facade", {"env": task, "algo": recipe.our_algo, "train": train,
+                               "algo_set": algo_set, "iterations": args.speed_iterations},
+                    args.timeout)  # fmt: skip
+    rows.append({"side": "facade", **facade})
+    return [{"task": task, "part": "speed", "settings": settings, **r} for r in rows]
+
+
+def learn(args: argparse.Namespace, task: str) -> list[dict]:
+    import jax
+
+    from bench.learning.locomotion import walking_figures
+
+    recipe = RECIPES[task]
+    rows = []
+    # Our core, --seeds seeds, and our facade: bench.learning.locomotion's runs append their
+    # evaluated curves to a scratch file read back here.
+    scratch = Path(tempfile.mkdtemp(prefix="beside_"))
+    for seed in args.seeds:
+        cmd = [sys.executable, "-m", "bench.learning.locomotion", "train", "--env", task,
+               "--algo", recipe.our_algo, "--minutes", str(args.our_minutes),
+               "--snapshot-every", str(args.our_snapshot_every), "--set", f"seed={seed}",
+               "--out", str(scratch / "ours.json"), "--label", f"core seed {seed}"]  # fmt: skip
+        subprocess.run(cmd, check=True)
+    if args.facade_minutes > 0:
+        cmd = [sys.executable, "-m", "bench.learning.locomotion", "torch", "--env", task,
+               "--algo", recipe.our_algo, "--minutes", str(args.facade_minutes),
+               "--snapshot-every", str(args.our_snapshot_every),
+               "--out", str(scratch / "ours.json"), "--label", "facade"]  # fmt: skip
+        subprocess.run(cmd, check=True)
+    if (scratch / "ours.json").exists():
+        for line in (scratch / "ours.json").read_text().splitlines():
+            row = json.loads(line)
+            row.pop("settings", None)
+            side = "facade" if row.get("path") == "torch" else "core"
+            seed = int(row["label"].split()[-1]) if side == "core" else 0
+            rows.append({"side": side, "seed": seed, **row})
+    # The reference, one seed per --ref-seeds, at its CPU recipe.
+    for seed in args.ref_seeds:
+        started = time.time()
+        log_dir = run_reference(args, recipe, recipe.ref_cpu, iterations=10**7,
+                                minutes=args.ref_minutes, seed=seed,
+                                save_interval=args.ref_save_interval)  # fmt: skip
+        num_envs = recipe.ref_cpu["num_envs"]
+        ckpts = sorted(log_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+        for ckpt in ckpts:
+            policy = reference_policy(recipe, task, ckpt, scratch)
+            act = jax.jit(policy.agent.act)
+            fig = walking_figures(task, {"p": (act, policy.state)}, args.episodes, 1)["p"]
+            it = int(ckpt.stem.split("_")[1])
+            rows.append({"side": "reference", "seed": seed, "iteration": it,
+                         "env_steps": it * num_envs, "wall_sec": ckpt.stat().st_mtime - started,
+                         **fig})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+    return [{"task": task, "part": "learn", **r} for r in rows]
+
+
+# ----------------------------------------------------------------------------- results
+def merge_rows(new: list[dict]) -> list[dict]:
+    """The family's one file: ``new`` replaces the old rows of the same (task, part, side)."""
+    old = json.loads(ROWS.read_text()) if ROWS.exists() else []
+    replaced = {(r["task"], r["part"], r["side"]) for r in new}
+    rows = [r for r in old if (r["task"], r["part"], r["side"]) not in replaced] + new
+    ROWS.write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+WALK_TIME_LIMIT, WALK_TRACKING = 0.95, 0.8
+
+
+def walks(row: dict) -> bool:
+    return row["time_limit_rate"] >= WALK_TIME_LIMIT and row["tracking_share"] >= WALK_TRACKING
+
+
+def report(rows: list[dict], record: bool) -> str:
+    """The speed table, the learning table (first walking checkpoint per run, or where the
+    curve ends), and one figure per task."""
+    speed_rows, learn_rows = [], []
+    for task in RECIPES:
+        speeds = {r["side"]: r for r in rows if r["task"] == task and r["part"] == "speed"}
+        ref = speeds.get("reference", {}).get("env_steps_per_sec")
+        for side in ("reference", "core", "facade"):
+            r = speeds.get(side)
+            if r is None:
+                continue
+            ratio = f"{r['env_steps_per_sec'] / ref:.2f}x" if ref else ""
+            speed_rows.append([task, side, f"{r['env_steps_per_sec']:,.0f}",
+                               f"{r['updates_per_sec']:,.0f}", ratio])  # fmt: skip
+        runs: dict[tuple, list[dict]] = {}
+        for r in rows:
+            if r["task"] == task and r["part"] == "learn" and r.get("policy") != "untrained":
+                runs.setdefault((r["side"], r.get("seed", 0)), []).append(r)
+        for (side, seed), curve in sorted(runs.items()):
+            curve.sort(key=lambda r: r["env_steps"])
+            first = next((r for r in curve if walks(r)), None)
+            last = curve[-1]
+            learn_rows.append([
+                task, side, seed,
+                f"{first['wall_sec'] / 60:.1f} min, {first['env_steps'] / 1e6:.2f}M" if first
+                else "not within budget",
+                f"{100 * last['time_limit_rate']:.0f}% / {last['tracking_share']:.2f} at "
+                f"{last['wall_sec'] / 60:.0f} min, {last['env_steps'] / 1e6:.2f}M",
+            ])  # fmt: skip
+        plot(task, rows)
+    body = (
+        markdown_table(["task", "side", "env steps/s", "updates/s", "vs reference"], speed_rows)
+        + "\n\n"
+        + markdown_table(
+            [
+                "task",
+                "side",
+                "seed",
+                "first walking checkpoint",
+                "end of curve (time limit / tracking)",
+            ],
+            learn_rows,
+        )  # fmt: skip
+        + "".join(
+            f"\n\n![{t}](figures/reference_{t}.png)"
+            for t in RECIPES
+            if (FIGURES_DIR / f"reference_{t}.png").exists()
+        )  # fmt: skip
+    )
+    print(body)
+    if record:
+        record_section(
+            "reference",
+            f"Beside the real UniLab ({COMMIT}): its tasks, the reference, our core and facade",
+            body,
+            notes=[
+                "Speed: matched learner work (RECIPES' speed settings), sync collection, "
+                "C MuJoCo on every side; env steps/s and updates/s between the first and last "
+                "logged points. Learning: each side at its CPU recipe for a fixed wall-clock "
+                "budget; every checkpoint evaluated after the runs by one evaluator "
+                "(bench.learning.locomotion.walking_figures: 64 deterministic episodes on C "
+                "MuJoCo under the task's randomisation and noise); walking = at least 95% of "
+                "episodes reach the time limit and linear-velocity tracking per step at least "
+                "0.8 of its maximum. Rows: bench/results/reference.json.",
+            ],
+        )
+    return body
+
+
+def plot(task: str, rows: list[dict]) -> None:
+    """Tracking share and time-limit share against env steps and wall-clock, one line a run."""
+    curves = {}
+    for r in rows:
+        if r["task"] == task and r["part"] == "learn" and r.get("policy") != "untrained":
+            curves.setdefault((r["side"], r.get("seed", 0)), []).append(r)
+    if not curves:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharey="row")
+    colours = {"reference": "tab:red", "core": "tab:blue", "facade": "tab:green"}
+    for (side, seed), curve in sorted(curves.items()):
+        curve.sort(key=lambda r: r["env_steps"])
+        label = f"{side} seed {seed}"
+        for col, x in enumerate(("env_steps", "wall_sec")):
+            xs = [r[x] / (1e6 if col == 0 else 60) for r in curve]
+            axes[0, col].plot(xs, [r["tracking_share"] for r in curve], color=colours[side],
+                              alpha=0.8, label=label)  # fmt: skip
+            axes[1, col].plot(xs, [r["time_limit_rate"] for r in curve], color=colours[side],
+                              alpha=0.8)  # fmt: skip
+    for col, name in enumerate(("env steps (M)", "wall-clock (min)")):
+        axes[1, col].set_xlabel(name)
+        axes[0, col].axhline(WALK_TRACKING, color="grey", ls=":")
+        axes[1, col].axhline(WALK_TIME_LIMIT, color="grey", ls=":")
+    axes[0, 0].set_ylabel("lin. vel. tracking / max")
+    axes[1, 0].set_ylabel("episodes to the time limit")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"{task}: the reference UniLab ({COMMIT}) and ours, on one CPU")
+    fig.tight_layout()
+    fig.savefig(FIGURES_DIR / f"reference_{task}.png", dpi=90)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", nargs="?", choices=("run", "report"), default="run")
+    parser.add_argument("--task", choices=sorted(RECIPES), help="run: the task")
+    parser.add_argument("--checkout", type=Path, help="the reference's checkout")
+    parser.add_argument("--venv", type=Path, help="its venv (python -m bench.reference.venv)")
+    parser.add_argument("--parts", default="speed,learn", help="speed, learn or both")
+    parser.add_argument("--speed-iterations", type=int, default=300)
+    parser.add_argument("--ref-minutes", type=float, default=60.0)
+    parser.add_argument("--ref-seeds", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[1])  # fmt: skip
+    parser.add_argument("--ref-save-interval", type=int, default=500)
+    parser.add_argument("--our-minutes", type=float, default=45.0)
+    parser.add_argument("--facade-minutes", type=float, default=45.0)
+    parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[0, 1, 2])  # fmt: skip
+    parser.add_argument("--our-snapshot-every", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--facade-child", help=argparse.SUPPRESS)
+    add_common_args(parser, repeats=1)
+    args = parser.parse_args(argv)
+    if args.facade_child:
+        print(json.dumps(_facade_speed_child(json.loads(args.facade_child))), flush=True)
+        return 0
+    if args.what == "report":
+        report(json.loads(ROWS.read_text()) if ROWS.exists() else [], not args.no_record)
+        return 0
+    if args.task is None or args.checkout is None or args.venv is None:
+        parser.error("run needs --task, --checkout and --venv")
+    parts = set(args.parts.split(","))
+    new = []
+    if "speed" in parts:
+        new += speed(args, args.task)
+        merge_rows(new)
+    if "learn" in parts:
+        new += learn(args, args.task)
+    rows = merge_rows(new)
+    report(rows, not args.no_record)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
