@@ -191,6 +191,22 @@ def test_verification_fails_on_an_export_that_lost_its_normaliser(sac_policy, tm
         export.verify_export(sac_policy, path, "torch")
 
 
+def test_a_policy_with_non_finite_weights_is_never_exported(sac_policy, tmp_path):
+    """A diverged run's weights (one NaN is enough) are refused before anything is written:
+    the check on random observations could pass where the NaN is masked."""
+    import dataclasses
+
+    import jax
+
+    leaves, treedef = jax.tree.flatten(sac_policy.state)
+    first = next(i for i, x in enumerate(leaves) if np.issubdtype(np.asarray(x).dtype, np.floating))
+    leaves[first] = np.full_like(np.asarray(leaves[first]), np.nan)
+    broken = dataclasses.replace(sac_policy, state=jax.tree.unflatten(treedef, leaves))
+    with pytest.raises(export.ExportError, match="weights are not finite.*nothing was exported"):
+        export.export_policy(broken, "torch", tmp_path / "policy.pt")
+    assert not list(tmp_path.iterdir())
+
+
 def test_export_policy_checks_before_the_file_is_in_place(sac_policy, tmp_path, monkeypatch):
     """A file that misses the tolerance (its normaliser's statistics lost in writing), or any
     other failure during the check, never reaches ``out``: an earlier file there stays as it

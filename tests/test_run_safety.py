@@ -210,3 +210,29 @@ def test_a_read_only_log_dir_is_refused_before_anything_is_built(tmpfs):
         probe_log_dir(read_only / "run")
     with pytest.raises(LogDirError, match="cannot be written"):
         claim_log_dir(read_only / "run")
+
+
+def test_a_diverged_learner_stops_the_run_with_a_named_error_and_exit_3(tmp_path, capsys):
+    """A learning rate of 1e12 makes the critic's loss non-finite within the first block: the
+    run stops there (it printed ``qf_loss nan`` block after block and exited 0 before), says
+    which iteration and quantity, exits 3, records the status, and saves nothing after it."""
+    from unilab_jax.train import main
+
+    args = [a for a in TINY if a != "10000000"][:-1]  # TINY without --max-iterations N
+    code = main([*args, "--max-iterations", "8", "--log-interval", "2", "--save-interval", "2",
+                 "--critic-lr", "1e12", "--log-dir", str(tmp_path / "run")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "the learner diverged at iteration" in err and "qf_loss = nan" in err
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert summary["status"] == "diverged" and "qf_loss" in summary["error"]
+    # Every checkpoint written is from before the divergence, so every one is finite.
+    import jax
+    import numpy as np
+
+    import unilab_jax
+    from unilab_jax.checkpoint import list_steps
+
+    for step in list_steps(tmp_path / "run" / "checkpoints"):
+        policy = unilab_jax.load_policy(tmp_path / "run", step)
+        assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(policy.state))

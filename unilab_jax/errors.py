@@ -4,7 +4,7 @@ Each message names the setting, the value and the fix. ``ConfigError`` is a ``Va
 so the facade's documented ``ValueError`` contract holds for it too.
 """
 
-__all__ = ["CheckpointError", "ConfigError", "EnvNaNError"]
+__all__ = ["CheckpointError", "ConfigError", "EnvNaNError", "LearnerDivergedError"]
 
 
 class ConfigError(ValueError):
@@ -13,6 +13,11 @@ class ConfigError(ValueError):
 
 class EnvNaNError(FloatingPointError):
     """An environment produced a non-finite observation or reward (training stops)."""
+
+
+class LearnerDivergedError(FloatingPointError):
+    """The learner's losses or parameters became non-finite (training stops; nothing after the
+    last finite block is saved)."""
 
 
 class CheckpointError(Exception):

@@ -20,7 +20,7 @@ import jax
 from unilab_jax import distributed
 from unilab_jax.config import TrainConfig
 from unilab_jax.interrupts import StopSignals, run_stopped, signal_name
-from unilab_jax.records import block_record, check_finite, run_summary
+from unilab_jax.records import block_record, check_finite, check_learner_finite, run_summary
 from unilab_jax.sinks import CheckpointSink, SinkChain
 from unilab_jax.step import TrainState
 
@@ -94,6 +94,7 @@ def run_blocks(
                      "(send it again to stop at once)")  # fmt: skip
         elapsed = time.perf_counter() - t0
         check_finite(metrics, done, config.num_envs)
+        check_learner_finite(metrics, done)
         done += n
         record = block_record(metrics, done, rows_per_iter, elapsed / n)
         record["elapsed_sec"] = time.perf_counter() - start

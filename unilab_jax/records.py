@@ -4,8 +4,9 @@
 returns, lengths, episodes and done counts, the learner's metrics on learning iterations,
 the buffer fill, reward components, C MuJoCo's policy lag and collection time) into the record
 the sinks read (``unilab_jax.sinks`` lists its fields); ``check_finite`` stops a run at the
-first env that produced a non-finite step; ``run_info`` is what the sinks are told at the start
-(``RunInfo``); ``run_summary`` is the reference's ``last_run_summary`` plus ours.
+first env that produced a non-finite step and ``check_learner_finite`` at the first iteration
+whose learner losses or parameters are not finite; ``run_info`` is what the sinks are told at
+the start (``RunInfo``); ``run_summary`` is the reference's ``last_run_summary`` plus ours.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import numpy as np
 
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.config import TrainConfig
-from unilab_jax.errors import EnvNaNError
+from unilab_jax.errors import EnvNaNError, LearnerDivergedError
 from unilab_jax.sinks import RunInfo
 
-__all__ = ["block_record", "check_finite", "run_info", "run_summary"]
+__all__ = ["block_record", "check_finite", "check_learner_finite", "run_info", "run_summary"]
 
 
 def run_info(
@@ -138,3 +139,25 @@ def check_finite(metrics: dict, first_iteration: int, num_envs: int) -> None:
             f"iteration {first_iteration + i + 1}; check the task's physics settings (timestep, "
             "damping, actuator gains) or its observation/reward code for that state"
         )
+
+
+def check_learner_finite(metrics: dict, first_iteration: int) -> None:
+    """Raise ``LearnerDivergedError`` at the first iteration whose learner metrics (losses,
+    Q values, temperature, ...) or agent parameters are not finite, naming the quantities."""
+    learning = np.asarray(metrics["learning"])
+    finite = np.asarray(metrics.get("params_finite", np.ones_like(learning)))
+    learner = {k: np.asarray(v) for k, v in metrics["learner"].items()}
+    for i in range(len(learning)):
+        bad = [k for k, v in learner.items() if learning[i] and not np.all(np.isfinite(v[i]))]
+        if not finite[i]:
+            bad.append("the agent's parameters")
+        if bad:
+            values = ", ".join(
+                f"{k} = {float(np.ravel(learner[k][i])[0])}" if k in learner else k for k in bad
+            )
+            raise LearnerDivergedError(
+                f"the learner diverged at iteration {first_iteration + i + 1}: {values} "
+                "(the first non-finite learner quantities); training stopped and nothing from "
+                "this block was saved. Lower the learning rates (critic_lr, actor_lr) or the "
+                "value support's range, or check the task's reward scale"
+            )

@@ -284,7 +284,19 @@ def _learn(agent, agent_state, replay, steps, key, slots_needed, update_block, s
         ready, update_block, skip_block, agent_state, replay, key
     )
     rows = jax.lax.psum(replay.filled * replay.data.rewards.shape[0], DATA_AXIS)
-    return agent_state, {"learner": learner_metrics, "learning": ready, "buffer_rows": rows}
+    return agent_state, {
+        "learner": learner_metrics,
+        "learning": ready,
+        "buffer_rows": rows,
+        "params_finite": all_finite(agent_state),
+    }
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """[] bool: every floating leaf of ``tree`` is finite (a learner that diverged is stopped
+    on the host by ``records.check_learner_finite``; one reduction per leaf, no transfer)."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.floating)]
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves else True
 
 
 @flax.struct.dataclass

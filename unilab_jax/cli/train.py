@@ -116,10 +116,15 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
         raise SystemExit(f"error: --resume {resume}: {err.reason}{offer}") from None
 
 
+#: The exit code of a run that diverged.
+DIVERGED = 3
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The CLI: exit code 0 when done, 2 for bad input, 1 for a failed save, 130/143 when
-    stopped by SIGINT/SIGTERM (after such a stop a further signal ends the process at once,
-    with the same status: ``_leave_on_signals``)."""
+    """The CLI: exit code 0 when done, 2 for bad input, 1 for a failed save, 3 when the run
+    diverged (a non-finite env step or learner quantity), 130/143 when stopped by SIGINT or
+    SIGTERM (after such a stop a further signal ends the process at once, with the same
+    status: ``_leave_on_signals``)."""
     from unilab_jax.interrupts import ImmediateStop, signal_name, stop_now
 
     def terminate(signum, frame):  # until train() installs its own, graceful handler
@@ -272,6 +277,14 @@ def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> i
     except ProcessLostError as err:
         print(f"\nerror: {err}. Checkpoints so far: {log_dir / 'checkpoints'}", file=sys.stderr)
         return 1
+    except FloatingPointError as err:  # EnvNaNError, LearnerDivergedError, C MuJoCo's
+        _write_summary(log_dir, {"status": "diverged", "error": str(err)})
+        print(
+            f"\nerror: {err}.\nThe checkpoints so far (all finite) are in "
+            f"{log_dir / 'checkpoints'}",
+            file=sys.stderr,
+        )
+        return DIVERGED
     summary = _write_summary(log_dir, result.summary)
     if args.quiet and is_primary():
         print(json.dumps(summary))

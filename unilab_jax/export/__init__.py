@@ -133,6 +133,7 @@ def write_checked(policy: Any, fmt: str, out: str | Path, samples: int) -> tuple
     ``python -m unilab_jax.export`` prints)."""
     _check_format(fmt)
     _require(fmt)
+    _check_finite(policy)
     out = Path(out)
     if out.is_dir():
         raise ExportError(f"--out {out} is a directory; name the file to write")
@@ -150,6 +151,25 @@ def write_checked(policy: Any, fmt: str, out: str | Path, samples: int) -> tuple
     finally:
         partial.unlink(missing_ok=True)
     return out, diff
+
+
+def _check_finite(policy: Any) -> None:
+    """A policy whose weights are not all finite (a diverged run's) is never exported: its
+    outputs would be NaN on every robot, and the check on random observations could pass
+    where the NaN parameters are masked."""
+    import jax
+    import numpy as np
+
+    bad = [
+        jax.tree_util.keystr(path)
+        for path, x in jax.tree_util.tree_leaves_with_path(policy.state)
+        if np.issubdtype(np.asarray(x).dtype, np.floating) and not np.all(np.isfinite(x))
+    ]
+    if bad:
+        raise ExportError(
+            f"the checkpoint's weights are not finite ({', '.join(bad[:3])}"
+            f"{', ...' if len(bad) > 3 else ''}): a diverged run; nothing was exported"
+        )
 
 
 def _write(policy: Any, fmt: str, out: Path) -> None:
