@@ -246,3 +246,18 @@ def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
     assert "checkpoint 4 under " in damaged.stderr and " is damaged: agent" in damaged.stderr
     assert f"--resume {first_dir} --resume-step 2" in damaged.stderr
     assert "Traceback" not in damaged.stderr and len(damaged.stderr.splitlines()) <= 3
+
+
+def test_the_default_log_dir_is_named_by_the_runs_physics():
+    """A run collecting with C MuJoCo was named ``..._mjx``: the name now says its physics."""
+    import datetime
+
+    from unilab_jax.cli.train import default_log_dir
+    from unilab_jax.config import TrainConfig
+
+    started = datetime.datetime(2026, 12, 5, 10, 0, 0)
+    for physics in ("mjx", "mujoco"):
+        path = default_log_dir(
+            TrainConfig(env="Go1JoystickFlat", algo="td3", physics=physics), started
+        )
+        assert str(path) == f"logs/fast_td3/Go1JoystickFlat/2026-12-05_10-00-00_{physics}"

@@ -116,6 +116,13 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
         raise SystemExit(f"error: --resume {resume}: {err.reason}{offer}") from None
 
 
+def default_log_dir(config, started: _dt.datetime) -> Path:
+    """``logs/<algo>/<env>/<time>_<physics>``: the reference's layout, named by the physics the
+    run collects with (``mjx`` or ``mujoco``)."""
+    name = f"{started:%Y-%m-%d_%H-%M-%S}_{config.physics}"
+    return Path("logs") / get_algo(config.algo).log_name / config.env / name
+
+
 #: The exit code of a run that diverged.
 DIVERGED = 3
 
@@ -204,13 +211,7 @@ def _main(argv: list[str] | None) -> int:
         parser.exit(2, f"error: {err}\n")
     # The processes of one run share one log dir: process 0's clock names it.
     started = _dt.datetime.fromtimestamp(broadcast_int(int(_dt.datetime.now().timestamp())))
-    log_dir = Path(
-        args.log_dir
-        or Path("logs")
-        / get_algo(config.algo).log_name
-        / config.env
-        / f"{started:%Y-%m-%d_%H-%M-%S}_mjx"
-    )
+    log_dir = Path(args.log_dir or default_log_dir(config, started))
     current = run_config(config, trainer.algo_config)
     initial_state = (
         _resume_state(trainer, args.resume, args.resume_step, current) if args.resume else None

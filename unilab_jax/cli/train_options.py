@@ -56,7 +56,8 @@ def _add_run_options(run: argparse._ArgumentGroup) -> None:
     run.add_argument(
         "--log-dir",
         default=None,
-        help="where logs and orbax checkpoints go (default: logs/<algo>/<env>/<time>_mjx)",
+        help="where logs and orbax checkpoints go (default: "
+        "logs/<algo>/<env>/<time>_<physics>, physics mjx or mujoco)",
     )
     for name, text in (
         ("project", "W&B project (default: unilab)"),
