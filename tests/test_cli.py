@@ -230,11 +230,21 @@ def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
     assert len(resumed) > 40 and resumed == uninterrupted
     wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",
                     "--resume", str(first_dir))  # fmt: skip
-    assert wrong.returncode != 0
+    assert wrong.returncode == 2
     assert "checkpoint 4 was written with other settings: num_envs: checkpoint 8, now 16" in (
         wrong.stderr
     )
     assert "Traceback" not in wrong.stderr and len(wrong.stderr.splitlines()) <= 3
+    # Settings that keep every array's shape were accepted silently: refused alike, before
+    # anything compiles (bad input: exit 2).
+    start = time.perf_counter()
+    same_shapes = run_cli(*common, "--batch-size", "16", "--gamma", "0.9", "--max-iterations",
+                          "6", "--resume", str(first_dir))  # fmt: skip
+    assert same_shapes.returncode == 2, same_shapes.stderr[-2000:]
+    assert "batch_size: checkpoint 32, now 16" in same_shapes.stderr
+    assert "gamma: checkpoint " in same_shapes.stderr and "now 0.9" in same_shapes.stderr
+    assert time.perf_counter() - start < 60
+    assert "Compiled" not in same_shapes.stdout
     # A damaged newest checkpoint is named as such, and the intact older one is offered.
     for path in (first_dir / "checkpoints" / "4" / "agent").rglob("*"):
         if path.is_file() and "ocdbt.process" in str(path):
@@ -242,7 +252,7 @@ def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
             raw[len(raw) // 2] ^= 0xFF
             path.write_bytes(bytes(raw))
     damaged = run_cli(*common, "--max-iterations", "6", "--resume", str(first_dir))
-    assert damaged.returncode != 0
+    assert damaged.returncode == 2
     assert "checkpoint 4 under " in damaged.stderr and " is damaged: agent" in damaged.stderr
     assert f"--resume {first_dir} --resume-step 2" in damaged.stderr
     assert "Traceback" not in damaged.stderr and len(damaged.stderr.splitlines()) <= 3

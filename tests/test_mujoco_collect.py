@@ -160,6 +160,9 @@ def test_overlapped_collection_on_two_learner_devices_from_the_cli_resumes_exact
     a, b = array_crcs(tmp_path / "a/checkpoints/6"), array_crcs(tmp_path / "b/checkpoints/6")
     assert a == b
     assert ("env", "physics") in a
+    # It went on from checkpoint 2 (a run that ignored --resume would also end with these
+    # arrays, the seed being the same, but would have saved checkpoint 2 again).
+    assert sorted(p.name for p in (tmp_path / "b/checkpoints").iterdir()) == ["4", "6"]
 
 
 @pytest.mark.parametrize(
@@ -244,3 +247,5 @@ def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tm
                           "--resume-step", "2"], None)  # fmt: skip
     _finish(resumed, "2-process resume")
     assert array_crcs(tmp_path / "resumed/checkpoints/6") == a
+    # It went on from checkpoint 2: a run that ignored --resume would have saved 2 again.
+    assert sorted(p.name for p in (tmp_path / "resumed/checkpoints").iterdir()) == ["4", "6"]

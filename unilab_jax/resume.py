@@ -5,10 +5,12 @@ restored (agent, replay, env states, exploration state, PRNG key, iteration), so
 from checkpoint N gives bit for bit the arrays an uninterrupted run has at every later
 checkpoint. ``max_iterations`` counts from the start of the run, not from the checkpoint.
 
-The settings must build the same state: a checkpoint written with others raises
-``ResumeError`` naming each difference (``num_envs: checkpoint 8, now 16``). Settings that
-only steer the host loop (``FREE_ON_RESUME``: the iteration count, intervals, evaluation,
-seed, collection schedule, launch) may change freely. A damaged checkpoint (a file whose
+The settings must be the checkpoint's: a run resumed with others (``num_envs``, and as well
+those that keep every array's shape, ``batch_size``, ``gamma``, ``critic_lr``, ...) raises
+``ResumeError`` naming each difference (``num_envs: checkpoint 8, now 16``), from the
+checkpoint's ``meta.json`` alone, before anything is built or compiled. Settings that only steer
+the host loop (``FREE_ON_RESUME``: the iteration count, intervals, evaluation, seed, collection
+schedule, launch) may change freely. A damaged checkpoint (a file whose
 size or CRC-32 is not the recorded one) is named, with the newest intact one before it
 (``ResumeError.older``).
 
@@ -83,8 +85,15 @@ def restore_run(trainer: Any, path: str | Path, step: int | None, settings: dict
         saved = ", ".join(map(str, steps))
         raise ResumeError(f"no checkpoint {step} in {directory} (saved: {saved})")
     step = steps[-1] if step is None else step
+    saved = read_meta(directory, step).get("config") or {}
+    changed = setting_differences(saved, settings) if saved else []
+    if changed:  # before init_state: nothing is built or compiled for a run that cannot go on
+        raise ResumeError(
+            f"checkpoint {step} was written with other settings: {'; '.join(changed)}; pass "
+            "the checkpoint's values to resume it",
+            differences=changed,
+        )
     try:
-        saved = read_meta(directory, step).get("config") or {}
         return restore_checkpoint(directory, trainer.init_state(), step=step)
     except CheckpointDamagedError as err:
         older = [s for s in steps if s < step]

@@ -102,7 +102,8 @@ def _first_process(args: argparse.Namespace) -> bool:
 
 def _resume_state(trainer, resume: str, step: int | None, current: dict):
     """The checkpoint ``step`` (default: newest) under ``resume``, restored into this
-    trainer's state layout (``unilab_jax.resume``); a failure is one clear line."""
+    trainer's state layout (``unilab_jax.resume``); a failure is one clear line and exit code 2
+    (bad input: other settings than the checkpoint's, a damaged or missing checkpoint)."""
     from unilab_jax.resume import ResumeError, restore_run
 
     try:
@@ -113,7 +114,8 @@ def _resume_state(trainer, resume: str, step: int | None, current: dict):
             if err.older is not None
             else ""
         )
-        raise SystemExit(f"error: --resume {resume}: {err.reason}{offer}") from None
+        print(f"error: --resume {resume}: {err.reason}{offer}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def default_log_dir(config, started: _dt.datetime) -> Path:
