@@ -21,7 +21,9 @@ and ``StopRequested``, the first signal raised by ``StopSignals.check()`` where 
 polls (the torch path, waiting for its next iteration's data) can stop; that loop catches it,
 saves and raises ``RunStopped``. Each comes as a ``KeyboardInterrupt`` (SIGINT) and a
 ``SystemExit(128 + signum)`` (SIGTERM) variant, so one that escapes still ends a program as
-the signal would.
+the signal would: while ``StopSignals`` is active, ``sys.excepthook`` (unless the program set
+its own) ends a program that does not catch a stop with the signal's status (130, 143) and one
+line, not a traceback (``end_uncaught_stops_quietly``).
 
 The host waits for the device through ``wait`` (a worker thread does the blocking call), so
 a signal is handled within milliseconds even during a long block or compilation.
@@ -29,8 +31,11 @@ a signal is handled within milliseconds even during a long block or compilation.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,6 +53,7 @@ __all__ = [
     "TerminationRequested",
     "TrainingInterrupted",
     "TrainingTerminated",
+    "end_uncaught_stops_quietly",
     "run_stopped",
     "signal_name",
     "stop_now",
@@ -165,6 +171,37 @@ def stop_now(signum: int) -> ImmediateStop:
 _DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
 
 
+def _uncaught_stop(exc_type: type, exc: BaseException, tb: Any) -> None:
+    """``sys.excepthook`` while a run takes signals: a stop that the program does not catch
+    ends it as the signal would, with its status (130, 143) and its one line (unless the run
+    already wrote it: ``told``), not a traceback. CPython gives a plain uncaught
+    ``KeyboardInterrupt`` the SIGINT status but a subclass status 1 after a traceback, so the
+    hook ends the process itself, after the ``atexit`` functions. Anything else goes to the
+    hook that was there before."""
+    if not isinstance(exc, RunSignal):
+        _previous_hook(exc_type, exc, tb)
+        return
+    if not getattr(exc, "told", False):
+        print(f"\n{exc}", file=sys.stderr)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(exc.exit_code)
+
+
+_previous_hook = sys.__excepthook__
+
+
+def end_uncaught_stops_quietly() -> None:
+    """Install :func:`_uncaught_stop` as ``sys.excepthook`` (once; a hook of the program's
+    own is left alone)."""
+    global _previous_hook
+    if sys.excepthook is sys.__excepthook__:
+        _previous_hook = sys.excepthook
+        sys.excepthook = _uncaught_stop
+
+
 class StopSignals:
     """While active, the first SIGINT/SIGTERM sets ``requested`` (and calls ``on_request``);
     a second one raises ``ImmediateStop``. Outside the main thread it does nothing, since
@@ -194,6 +231,7 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
+            end_uncaught_stops_quietly()
             for signum in _SIGNALS:
                 previous = signal.getsignal(signum)
                 if self._own_handlers_win and previous is not _DEFAULT_HANDLERS[signum]:

@@ -1,6 +1,7 @@
 """Runs a long off-policy `learn()` with the console display; used by the signal tests.
 
 Usage: python interrupt_script.py LOG_DIR [KIND]. KIND: "single" (default, `OffPolicyRunner`),
+"uncaught" (the same, calling `learn` as README's example does, catching nothing),
 "double" (`DoubleBufferOffPolicyRunner`), "multi" (`MultiGPUOffPolicyRunner`, two gloo ranks),
 "mjx" (`OffPolicyRunner(sim_backend="mjx")`: the JAX core trains, in blocks of 10 iterations)
 or "slow" (a single learner whose iterations from the 3rd on take 30 s: a first signal would
@@ -102,8 +103,13 @@ def main() -> None:
             learner, "PendulumSwingup", "sac", LEARNER_KWARGS, num_gpus=2, **kwargs
         )
     else:
-        cls = {"single": ReadyRunner, "double": ReadyDoubleBufferRunner, "slow": SlowRunner}[kind]
+        cls = {"single": ReadyRunner, "uncaught": ReadyRunner, "double": ReadyDoubleBufferRunner,
+               "slow": SlowRunner}[kind]  # fmt: skip
         runner = cls(learner, "PendulumSwingup", "sac", **kwargs)
+    if kind == "uncaught":  # a stop ends the script by itself: 130, one line, no traceback
+        runner.learn(max_iterations=1_000_000, save_interval=0, log_dir=sys.argv[1],
+                     logger_type="console")  # fmt: skip
+        return
     try:
         runner.learn(max_iterations=1_000_000, save_interval=0, log_dir=sys.argv[1],
                      logger_type="console")  # fmt: skip

@@ -364,6 +364,21 @@ def test_signal_in_terminal_saves_restores_cursor_and_leaves_nothing(tmp_path, k
     assert output.rfind(SHOW_CURSOR) > output.rfind(HIDE_CURSOR)
 
 
+def test_a_stop_the_script_does_not_catch_ends_it_with_130_and_no_traceback(tmp_path):
+    """README's example calls ``learn`` and catches nothing: Ctrl+C used to end it with status
+    1 after a traceback (CPython gives only a plain KeyboardInterrupt the SIGINT status)."""
+    run = SignalledRun(tmp_path / "logs", "uncaught")
+    try:
+        run.wait_ready()
+        os.killpg(run.proc.pid, signal.SIGINT)
+        returncode, _ = run.wait_exit(30)
+    finally:
+        output = run.finish()
+    assert returncode == 130, (returncode, output[-3000:])
+    assert "Traceback" not in output, output[-3000:]
+    check_stop_line(output, run.log_dir, "SIGINT")
+
+
 def test_second_signal_stops_at_once_and_leaves_nothing(tmp_path):
     """A first SIGTERM waits for the running iteration (30 s here), a second one does not."""
     run = SignalledRun(tmp_path / "logs", "slow")

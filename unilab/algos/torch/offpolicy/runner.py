@@ -246,9 +246,11 @@ class OffPolicyRunner(TorchLoop):
         except RunStopped as stop:  # the core saved, restored the terminal and stopped
             self.last_run_summary = stop.summary
             print(f"\n{stop_line(stop, log_dir, self.last_run_summary)}", file=sys.stderr)
+            stop.told = True  # an uncaught stop ends the program without repeating it
             raise
         except ImmediateStop as stop:
             print(f"\n{stop_line(stop, log_dir, self.last_run_summary)}", file=sys.stderr)
+            stop.told = True
             raise
 
     def _algo_name(self) -> str:

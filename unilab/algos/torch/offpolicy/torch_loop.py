@@ -132,6 +132,7 @@ class TorchLoop(AsyncRunner):
                     if isinstance(ended, (RunStopped, ImmediateStop)):
                         line = stop_line(ended, log_dir, self.last_run_summary)
                         print(f"\n{line}", file=sys.stderr, flush=True)
+                        ended.told = True  # an uncaught stop ends the program quietly
                 # No frame -> exception -> traceback -> frame cycle: it would keep the runner
                 # (and the semaphores of a batch source's queues) alive until a gc pass.
                 ended = None
