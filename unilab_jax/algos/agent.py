@@ -48,6 +48,8 @@ class Agent(NamedTuple):
     explore: Callable[[AgentState, ExploreState, Array, Array, Key], tuple[Array, ExploreState]]
     # Deterministic policy: (state, obs [N, obs_dim] raw) -> actions [N, A].
     act: Callable[[AgentState, Array], Array]
+    # (state, batch, key) -> (state, metrics). FastSAC's, FastTD3's (critic) and FlashSAC's also
+    # take `noise=`, the standard normal [B, A] draw itself instead of the one from `key`.
     update_critic: Callable[[AgentState, Transition, Key], tuple[AgentState, dict[str, Array]]]
     update_actor: Callable[[AgentState, Transition, Key], tuple[AgentState, dict[str, Array]]]
     update_target: Callable[[AgentState], AgentState]

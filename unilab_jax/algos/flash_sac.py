@@ -30,6 +30,10 @@ draws its own hold length (the paper's code shares one counter over all envs); t
 n-step return; the random-action warm-up lasts until the first actor update (the run's
 ``learning_starts``). There is no running observation normaliser: the
 input BatchNorm normalises observations.
+
+``update_critic`` / ``update_actor`` draw their standard normal ``[B, A]`` noise per row from
+``key`` (``gradients.row_normal``), or take it as the optional ``noise`` argument: the seam
+through which the tests feed the reference's recorded draws.
 """
 
 from __future__ import annotations
@@ -370,11 +374,18 @@ def _step_projected(parts: _Parts, state: FlashSACState, member: str, loss_fn, o
     return state, loss, aux, grad_norm
 
 
-def _update_critic(parts: _Parts, state: FlashSACState, batch: Transition, key: jax.Array):
+def _update_critic(
+    parts: _Parts,
+    state: FlashSACState,
+    batch: Transition,
+    key: jax.Array,
+    noise: Array | None = None,
+):
     config, axis_name = parts.config, parts.axis_name
     if config.reward_scaling:
         batch = batch.replace(rewards=batch.rewards / reward_scale(state.rewards, config.g_max))
-    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)
+    if noise is None:
+        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)
     next_mean, next_log_std = _policy(parts, state, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(next_mean, next_log_std, noise)
     loss_fn = functools.partial(
@@ -387,9 +398,16 @@ def _update_critic(parts: _Parts, state: FlashSACState, batch: Transition, key: 
     return state, reduce_metrics(metrics, axis_name)
 
 
-def _update_actor(parts: _Parts, state: FlashSACState, batch: Transition, key: jax.Array):
+def _update_actor(
+    parts: _Parts,
+    state: FlashSACState,
+    batch: Transition,
+    key: jax.Array,
+    noise: Array | None = None,
+):
     config, axis_name = parts.config, parts.axis_name
-    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)
+    if noise is None:
+        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)
     loss_fn = functools.partial(
         flash_actor_loss, state=state, batch=batch, action_noise=noise,
         networks=parts.networks, config=config,

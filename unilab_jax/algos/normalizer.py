@@ -14,6 +14,9 @@ Deviations from the reference (`EmpiricalNormalization` in UniLab / FastTD3):
   equals the pmean-of-squares formula without its cancellation.
 - The initial count is 0, as in the reference: the first update replaces the prior (mean 0,
   var 1) exactly.
+- The merge is Chan et al.'s exactly; the reference's Welford step took the correction term's
+  mean difference after the merge (`batch_mean - new_mean`), which underestimates the variance
+  while the mean moves (`tests/test_reference_learners.py` checks both against its update).
 """
 
 from __future__ import annotations

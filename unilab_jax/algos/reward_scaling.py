@@ -4,6 +4,14 @@ stay within a fixed value support ``[-g_max, g_max]`` whatever the task's reward
 
 ``RewardStats`` is part of the agent state (replicated): each env's carried return and the
 running mean, variance, count and largest ``|G|`` over all envs and steps seen.
+
+Deviations from the reference UniLab's ``RewardNormalizer`` (``tests/test_reference_learners.py``
+replays its recorded feed with both applied):
+- Its recursion ``G_t = gamma (1 - d_t) G_{t-1} + r_t`` drops the past at the step that ends
+  an episode (``d_t`` is that transition's done), so an episode's last reward starts a new
+  return; here ``G_t = r_t + gamma (1 - d_{t-1}) G_{t-1}``, the next episode starts afresh.
+- Its running statistics start from a prior (mean 0, variance 1, count 1e-4); here from count
+  0, so the first returns replace the prior exactly.
 """
 
 from __future__ import annotations

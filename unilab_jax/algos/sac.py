@@ -19,6 +19,9 @@ Deviations from the reference:
   batch back); raw rows are mirrored, then normalised (`unilab_jax.algos.symmetry`).
 - No AMP or compile options (XLA compiles everything).
 - Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`).
+  `update_critic` / `update_actor` also take an optional `noise`, the standard normal `[B, A]`
+  draw itself (`B` the rows after augmentation, this device's), which then replaces the draw
+  from `key`: the seam through which the tests feed the reference's recorded draws.
 """
 
 from __future__ import annotations
@@ -344,11 +347,16 @@ def _act(parts: _SACParts, state: SACState, obs: Array) -> Array:
 
 
 def _update_critic(
-    parts: _SACParts, state: SACState, batch: Transition, key: jax.Array
+    parts: _SACParts,
+    state: SACState,
+    batch: Transition,
+    key: jax.Array,
+    noise: Array | None = None,
 ) -> tuple[SACState, dict[str, Array]]:
     config, axis_name = parts.config, parts.axis_name
     batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
-    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
+    if noise is None:
+        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
     loss_fn = functools.partial(
         sac_critic_loss,
         target_critic_params=state.target_critic_params,
@@ -387,11 +395,16 @@ def _update_critic(
 
 
 def _update_actor(
-    parts: _SACParts, state: SACState, batch: Transition, key: jax.Array
+    parts: _SACParts,
+    state: SACState,
+    batch: Transition,
+    key: jax.Array,
+    noise: Array | None = None,
 ) -> tuple[SACState, dict[str, Array]]:
     config, axis_name = parts.config, parts.axis_name
     batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
-    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
+    if noise is None:
+        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
     loss_fn = functools.partial(
         sac_actor_loss,
         critic_params=state.critic_params,

@@ -17,7 +17,9 @@ Deviations from the reference:
   `update_critic`; one epsilon (1e-2) for acting and learning.
 - Clipping uses `max_grad_norm` (0 = off) instead of "10 whenever weight_decay > 0"; a skipped
   (non-finite) step still reports the computed metrics instead of zeros.
-- Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`).
+- Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`);
+  `update_critic` also takes an optional `noise`, the standard normal `[B, A]` smoothing draw
+  itself, which then replaces the draw from `key` (the tests feed recorded draws through it).
 - Symmetry augmentation (`use_symmetry`, which the reference offered for FastSAC only) works the
   same way as FastSAC's: each update trains on the first half of its rows plus their mirrors
   (`unilab_jax.algos.symmetry`).
@@ -312,11 +314,16 @@ def _explore(
 
 
 def _update_critic(
-    parts: _TD3Parts, state: TD3State, batch: Transition, key: jax.Array
+    parts: _TD3Parts,
+    state: TD3State,
+    batch: Transition,
+    key: jax.Array,
+    noise: Array | None = None,
 ) -> tuple[TD3State, dict[str, Array]]:
     config, axis_name = parts.config, parts.axis_name
     batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
-    noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
+    if noise is None:
+        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
     loss_fn = functools.partial(
         td3_critic_loss,
         target_critic_params=state.target_critic_params,

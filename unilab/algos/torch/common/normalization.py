@@ -17,6 +17,11 @@ Deviations from the reference:
 - `count` is a float32 buffer (the reference used int64) because the JAX state holds it in
   float32 and the merge weights `n_b / (n_a + n_b)` must round the same way.
 - No `until` cut-off (the JAX normaliser never freezes).
+- The merge is Chan et al.'s exactly. The reference's Welford step weighted the correction term
+  with the distance of the batch mean to the *merged* mean, `(batch_mean - new_mean)^2 * n_a n_b
+  / n`, instead of to the old one, which scales the correction by `(n_a / n)^2` (a quarter when
+  batch and history are the same size) and underestimates the variance while the mean moves;
+  checked against its recorded update in `tests/test_reference_learners.py`.
 """
 
 from __future__ import annotations

@@ -28,7 +28,16 @@ Deviations, and where the torch side necessarily differs from the JAX one:
 - A step whose loss or gradient norm is non-finite is skipped and, as in JAX, the BatchNorm
   statistics its forward pass moved are restored; the weights are projected either way.
 - `update_critic(batch, noise=None)` / `update_actor(batch, noise=None)` take the standard
-  normal `[B, A]` draw, so a test can feed both frameworks the same noise.
+  normal `[B, A]` draw, so a test can feed both frameworks the same noise. (The reference's
+  actor step draws for all `2B` rows of `[s; s']` and uses the first `B`; ours draws `B`.)
+- The Gaussian log-density is written from the draw, `-(n^2 + 2 log std + log 2 pi) / 2`;
+  the reference's `Normal.log_prob(u)` takes `(u - mean)^2 / std^2`, which at this actor's
+  small stds keeps few float32 digits (its actor gradient was up to 8e-5 off the exact one).
+- Metrics carry FastSAC's names: `qf_loss`, `policy_entropy`, `alpha_loss`, `alpha` (after
+  the temperature step) and `reward_scale` (the divisor), where the reference logged
+  `critic_loss`, `actor_entropy`, `temperature_loss`, `temperature` (before its step) and
+  `reward_scale_std` (`sqrt(var G)`). The reward statistics differ from the reference's as
+  `unilab_jax.algos.reward_scaling` says.
 - The facade's collector explores as the JAX loop does: uniform random actions until the
   first actor step, then the Zeta-held noise (`FlashSACActor.explore`). The actor's `updates`
   buffer carries the actor optimiser's step count (`sync_learning_rates` sets it after every
