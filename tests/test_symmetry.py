@@ -14,14 +14,15 @@ Where a mirror map can go wrong, and the test that catches it:
 The robot models are not exactly left-right symmetric (measured with this file's
 :func:`symmetrized`: the G1 torso's centre of mass sits 0.34 mm off the sagittal plane and its
 shoulders 10 um off their mirror places; the Go1 trunk's centre of mass is 2 mm off and its calf
-masses 1 mm; the Go2 trunk inertia has a 2e-4 kg m^2 asymmetric product). Stepping the real
-models, that asymmetry dominates (C MuJoCo, one control step, worst of 24 states: G1 9e-5 in
-qpos and 2.4e-2 rad/s in qvel, Go2 7e-5 and 9e-3, Go1 1e-2 and 1.8 rad/s), so the dynamics
-tests step *symmetrized* copies (each body's mass, centre of mass, inertia and position
-averaged with its partner's mirror). There the mirror error is the solver's rounding: measured
-at most 4e-15 / 1.2e-12 (qpos / qvel) on C MuJoCo in float64 and 3e-6 / 8.5e-4 on MJX in
-float32 (its 2-3 Newton iterations do not converge, so the float32 rounding of a permuted
-problem stays visible), while one wrong joint sign gives about 0.1 / 2-17.
+masses 1 mm; G1's left sole capsule 1 ends 1 mm off the mirror of the right foot's). Stepping
+the real models, that asymmetry dominates (C MuJoCo, one control step, worst of 24 states: G1
+1.8e-3 in qpos and 9e-2 rad/s in qvel, Go1 1e-2 and 1.8 rad/s), so the dynamics tests step
+*symmetrized* copies (each body's mass, centre of mass, inertia and position averaged with its
+partner's mirror; G1's capsule made the mirror of its partner). There the mirror error is the
+solver's rounding: measured at most 4e-15 / 1.2e-12 (qpos / qvel) on C MuJoCo in float64 (G1's
+float32 state rounds it away: 0) and 3e-6 / 8.5e-4 on MJX in float32 (its 2-3 Newton
+iterations do not converge, so the float32 rounding of a permuted problem stays visible), while
+one wrong joint sign gives about 0.1 / 2-17.
 """
 
 from __future__ import annotations
@@ -51,10 +52,17 @@ from unilab_jax.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(900)
 
-ROBOT = {"G1WalkFlat": "g1", "Go1JoystickFlat": "go1", "Go2JoystickFlat": "go2"}
+ROBOT = {"G1WalkFlat": "g1", "Go1JoystickFlat": "go1"}  # Go2JoystickFlat has no mirror
 TASKS = sorted(ROBOT)
 REFLECT = np.diag([1.0, -1.0, 1.0])
 PAIRS = 4  # states per check; each is stepped next to its mirror in one batch of 2 * PAIRS
+
+
+#: Config overrides of the tasks these tests build: no observation noise (the mirrored
+#: observation is compared with the mirrored one entry by entry) and, for the dynamics, no
+#: per-episode gains (a mirrored pair must run on the same model).
+OVERRIDES = {"G1WalkFlat": {"noise_level": 0.0}}
+SAME_GAINS = {"G1WalkFlat": {"kp_multiplier_range": (1.0, 1.0), "kd_multiplier_range": (1.0, 1.0)}}
 
 
 @functools.cache
@@ -63,7 +71,7 @@ def _real_task(name: str):
         robot_mjcf_path(ROBOT[name])
     except RobotAssetError as err:
         pytest.skip(str(err))
-    return make_task(name)
+    return make_task(name, OVERRIDES.get(name))
 
 
 def _reference_data(model: mujoco.MjModel) -> mujoco.MjData:
@@ -113,20 +121,29 @@ def symmetrized(model: mujoco.MjModel) -> mujoco.MjModel:
 def _symmetric_task(name: str):
     """A fresh task whose model is :func:`symmetrized` (skipped without the robot asset)."""
     _real_task(name)
-    task = make_task(name)
+    task = make_task(name, {**OVERRIDES.get(name, {}), **SAME_GAINS.get(name, {})})
     symmetrized(task.model)
+    if name == "G1WalkFlat":
+        # mjlab's left sole capsule 1 ends at y = -0.027, its mirror (right capsule 7) at
+        # 0.026: the right foot's capsule is the exact mirror of the left's other edge.
+        model = task.model
+        left, right = (model.geom(f"{s}_foot1_collision").id for s in ("left", "right"))
+        for field in ("geom_pos", "geom_quat", "geom_size", "geom_rbound", "geom_aabb"):
+            getattr(model, field)[left] = getattr(model, field)[right]
     return task
 
 
 def mirror_task_state(name: str, state: dict, mirror: MirrorMap) -> dict:
-    """The task carry of the mirrored robot: the command and last action mirrored, the gait
-    phase shifted by half a cycle (G1: the feet are half a period apart; quadrupeds: the trot
-    pairs swap)."""
+    """The task carry of the mirrored robot: the command and last action mirrored; the gait
+    clock of the mirrored feet (G1: the left and right feet's phases swap; quadrupeds: the
+    phase shifts by half a cycle, so the trot pairs swap)."""
     state = dict(state)
-    cycle = 1.0 if name == "G1WalkFlat" else 2.0 * math.pi
     state["command"] = state["command"] * jnp.array([1.0, -1.0, -1.0])
     state["last_action"] = mirror.action.apply(state["last_action"])
-    state["phase"] = jnp.mod(state["phase"] + 0.5 * cycle, cycle)
+    if name == "G1WalkFlat":
+        state["gait_phase"] = state["gait_phase"][..., ::-1]
+    else:
+        state["phase"] = jnp.mod(state["phase"] + math.pi, 2.0 * math.pi)
     return state
 
 
@@ -208,6 +225,7 @@ def _physics_view(model: mujoco.MjModel, data: mujoco.MjData):
         xmat=jnp.asarray(data.xmat.reshape(-1, 3, 3), jnp.float32),
         site_xpos=jnp.asarray(data.site_xpos, jnp.float32),
         actuator_force=jnp.asarray(data.actuator_force, jnp.float32),
+        sensordata=jnp.asarray(data.sensordata, jnp.float32),
     )
 
 

@@ -106,7 +106,7 @@ def test_symmetric_learner_needs_a_mirror_of_its_sizes_to_update():
 
 def test_torch_runner_refuses_symmetry_on_a_task_without_a_mirror():
     learner = FastSACLearner(3, 1, 3, actor_hidden_dim=16, critic_hidden_dim=16, use_symmetry=True)
-    with pytest.raises(ConfigError, match="PendulumSwingup declares no mirror map.*Go2Joystick"):
+    with pytest.raises(ConfigError, match="PendulumSwingup declares no mirror map.*G1WalkFlat"):
         OffPolicyRunner(learner, "PendulumSwingup", "sac", num_envs=2, batch_size=8)
 
 

@@ -27,12 +27,8 @@ from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig
-from unilab_jax.envs.robots.quadruped import (
-    Go1JoystickFlat,
-    Go1JoystickFlatConfig,
-    Go2JoystickFlat,
-    Go2JoystickFlatConfig,
-)
+from unilab_jax.envs.robots.go2 import Go2JoystickFlat, Go2JoystickFlatConfig
+from unilab_jax.envs.robots.quadruped import Go1JoystickFlat, Go1JoystickFlatConfig
 
 __all__ = [
     "UnknownEnvError",

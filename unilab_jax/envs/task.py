@@ -13,7 +13,7 @@ import abc
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +23,7 @@ from unilab_jax.envs.mirror import MirrorMap
 
 __all__ = [
     "MODEL_PARAMS_KEY",
+    "VelocityTracking",
     "XML_DIR",
     "Task",
     "apply_config_override",
@@ -106,6 +107,12 @@ class Task(abc.ABC):
         return float(self.model.opt.timestep) * self.n_frames
 
     @property
+    def velocity_tracking(self) -> VelocityTracking | None:
+        """A locomotion task's linear-velocity tracking (:class:`VelocityTracking`); None
+        (default): the task follows no velocity command."""
+        return None
+
+    @property
     def mirror(self) -> MirrorMap | None:
         """The task's left-right mirror map (``unilab_jax.envs.mirror``), which symmetry
         augmentation (``use_symmetry``) needs; None: the task declares no symmetry."""
@@ -185,6 +192,19 @@ class Task(abc.ABC):
     def has_batch_update(self) -> bool:
         """The task overrides :meth:`update_batch`."""
         return type(self).update_batch is not Task.update_batch
+
+
+class VelocityTracking(NamedTuple):
+    """How a locomotion task rewards following its velocity command, which the walking
+    evaluation reads (``bench/learning/locomotion.py``): the reward component, its largest
+    value per step (weight, times the control step where the task scales rewards by it), the
+    tracking sigma of ``exp(-|cmd_xy - v_xy|^2 / sigma)``, and where the actor observation
+    holds the command (vx, vy, yaw rate)."""
+
+    component: str
+    max_per_step: float
+    sigma: float
+    command: slice
 
 
 def model_params(task_state: Mapping[str, Any]) -> dict[str, jax.Array]:

@@ -1,78 +1,90 @@
-"""G1WalkFlat: the Unitree G1 humanoid (29 actuated joints) tracking a velocity command on flat
-ground.
+"""G1WalkFlat: the reference UniLab's Unitree G1 humanoid (29 joints) walking on flat ground.
 
-This module holds the task (:class:`G1WalkFlat`: commands, observation, reward, termination,
-initial state) and documents it below. The model (the mjlab G1 MJCF rebuilt with
-``mujoco.MjSpec``: contacts, actuators and their gains, physics options, and why) is
-``g1_model.py``; the tunable parameters, :class:`G1WalkFlatConfig`, are ``g1_config.py``. Both
-are re-exported here.
+This is the reference UniLab (unilabsim/UniLab at 9aa57115) ``G1WalkFlat`` with its TD3 owner
+config (``conf/offpolicy``, ``task=td3/g1_walk_flat/mujoco``), held to it by the golden-file
+tests (``tests/test_reference_g1.py``). The model (mjlab's G1 rebuilt into the reference's) is
+``g1_model.py``; the tunable parameters, :class:`G1WalkFlatConfig`, are ``g1_config.py``
+(defaults: the owner's values); the penalty curriculum is ``g1_curriculum.py``; building a
+reset from its draws is ``g1_reset.py``.
 
-qpos layout: ``[pelvis pos (3), pelvis quat wxyz (4), 29 joints]`` (nq 36); qvel: ``[pelvis
-linear velocity (3, world frame), pelvis angular velocity (3, pelvis frame), 29 joints]`` (nv 35).
-Joint order (MJCF order): left leg (hip pitch, hip roll, hip yaw, knee, ankle pitch, ankle roll),
-right leg (same), waist (yaw, roll, pitch), left arm (shoulder pitch, roll, yaw, elbow, wrist
-roll, pitch, yaw), right arm (same).
+Orders: qpos ``[pelvis pos, pelvis quat wxyz, 29 joints]`` (nq 36), qvel ``[pelvis linear
+velocity (world), angular velocity (pelvis frame), 29 joints]`` (nv 35). Joints = actuators =
+action: left leg (hip pitch, roll, yaw, knee, ankle pitch, roll), right leg, waist (yaw, roll,
+pitch), left arm (shoulder pitch, roll, yaw, elbow, wrist roll, pitch, yaw), right arm.
 
-Action (29) in [-1, 1]: joint position targets ``default_pose + action_scale * action``
-(``action_scale`` 0.25 rad), clipped to the joint ranges.
+* **Control** (0.02 s, 3 physics steps of 1/150 s, implicitfast): ``ctrl = default_pose +
+  action`` (the ``stand`` keyframe's angles; not clipped); position actuators ``kp (ctrl - q) -
+  kv qdot`` clamped to the motors' torque limits, joint friction loss 0.3 N m. Every control
+  step starts the constraint solver cold and C MuJoCo keeps its state in float32 between
+  control steps, as the reference's batched pool does.
+* **Gait clock** (left, right), radians: ``(p, p + pi)`` at reset with ``p ~ U(0, 2 pi)``,
+  each step ``phase = (phase + 2 pi 1.5 Hz 0.02 s) mod 2 pi``. The foot target height ``h``
+  is a cubic Bezier rise to 0.09 m over the first half cycle and fall over the second
+  (:func:`feet_height_target`).
+* **Observation** "obs" (98), from the sensors MuJoCo evaluated at the start of the last
+  physics step and the final joint state::
 
-Default pose: slightly bent knees (hip pitch -0.15, knee 0.35, ankle pitch -0.2, shoulder pitch
-0.2, shoulder roll +-0.2, elbow 0.6 rad), pelvis height (0.78 m) chosen so the foot spheres touch
-the floor. Holding this pose (zero action) is not statically stable: the compliant position
-servos let the robot tip over within about 2-3 s, so a policy has to balance actively.
+      [ 0: 3] torso gyro (torso frame)          (+ U(-1, 1) * level * noise_gyro) * 0.25
+      [ 3: 6] -(torso z axis in world coordinates + noise): (0, 0, -1) upright
+      [ 6:35] joint angles - default pose       + U(-1, 1) * level * 0.01
+      [35:64] (joint velocities                 + U(-1, 1) * level * 0.1) * 0.05
+      [64:93] the action just applied (0 in a reset observation)
+      [93:96] velocity command (vx, vy, yaw rate)
+      [96:98] gait phases (left, right), raw radians
 
-Observation "obs" (98), all in the pelvis frame where a frame applies:
+  "critic" (101): the same 98 without noise, then the pelvis IMU's local linear velocity x 2.
+  The noise draws come from a key in the task state that every step and every reset refresh.
+* **Command**: ``U((-0.6, -0.4, -0.8), (1.0, 0.4, 0.8))`` per episode, vx and vy set to 0 when
+  ``|(vx, vy)| <= 0.2``; never resampled.
+* **Reward** = 0.02 x (sum of ``weight * term`` in :data:`REWARD_TERMS` order), the penalty
+  weights (negative) times the curriculum scale ``s`` (``g1_curriculum.py``); components logged
+  as ``reward/<name>`` = ``0.02 * weight * term`` (``* s`` for penalties; the terms sum to
+  the reward) and ``reward/penalty_scale`` = ``s`` (not a term). v: pelvis IMU local linear
+  velocity, w: torso gyro, up: torso z axis (world), c: command, a: action, q: joints, quat /
+  z: foot site orientation (w, x, y, z) / world height::
 
-====================  =====  ==============================================================
-slice                 size   content
-====================  =====  ==============================================================
-[0:3]                 3      gyro: pelvis angular velocity (``qvel[3:6]``)
-[3:6]                 3      projected gravity (unit vector, ``[0, 0, -1]`` when upright)
-[6:35]                29     joint position minus default pose
-[35:64]               29     joint velocity (rad/s, unscaled)
-[64:93]               29     last action
-[93:96]               3      velocity command (vx, vy, yaw rate)
-[96:98]               2      gait phase clock (sin, cos of 2 pi phase)
-====================  =====  ==============================================================
+      tracking_lin_vel       2.0  exp(-|c_xy - v_xy|^2 / 0.25)
+      tracking_ang_vel       1.5  exp(-(c_yaw - w_z)^2 / 0.25)
+      penalty_ang_vel_xy    -1.0  |w_xy|^2
+      penalty_orientation  -10.0  |up_xy|^2
+      penalty_action_rate   -4.0  |a - a_prev|^2                (a_prev = 0 after a reset)
+      pose                  -0.5  sum_j pose_weight_j (q_j - default_j)^2
+      penalty_feet_ori     -20.0  sum_feet quat_x^2 + quat_y^2
+      feet_phase             5.0  exp(-sum_feet (z - h(phase))^2 / 0.04)
+      alive                 10.0
 
-Observation "critic" (101): "obs" followed by the pelvis linear velocity in the pelvis frame (3).
+* **Termination**: torso tilted more than 65 degrees, or pelvis below 0.3 m. **Truncation**
+  after 1000 control steps (20 s).
+* **Reset**: the ``stand`` keyframe with base x, y + ``U(-0.5, 0.5)``, yaw ``U(-pi, pi)``, the
+  6 free-joint velocities ``U(-0.5, 0.5)``, joints at rest; the reset observation reads the
+  sensors of that state (``g1_reset.py``).
+* **Domain randomisation** per episode (``Task.model_fields``): every actuator's ``kp`` times
+  one ``U(0.9, 1.1)``, every ``kv`` times another (``g1_reset.actuator_gains``).
+* ``reward_bounds`` = (-1.0, 0.4): the reward is at most 0.37 (every positive term at 1); a
+  robot standing still after a reset gets about 0.3; random actions (golden rollout, half of
+  the envs at +-1) give -0.9 at the median and -3.2 at worst (action rate, pose, torso spin).
+  (The reference's TD3 fixes its value support at +-10 instead, about +-0.3 per step at
+  gamma 0.97.)
+* **Mirror**: left and right joints swap (roll and yaw joints change sign), the gait phases
+  swap; this is the reference's own symmetry map.
 
-Task state: ``command`` [3], ``last_action`` [29], ``phase`` [] (in [0, 1), advances by
-``control_dt / gait_period`` per step, gait period 0.8 s, random at reset) and ``steps`` [] (int32
-control steps since reset; the command is redrawn uniformly from vx in [-0.5, 1.0], vy in
-[-0.3, 0.3], yaw rate in [-0.5, 0.5] at reset and every 500 control steps).
-
-Reward (per control step, not scaled by dt), components logged as ``reward/<name>``::
-
-    tracking_lin_vel  =  1.0  * exp(-|cmd_xy - v_xy|^2 / 0.25)    (v in the pelvis frame)
-    tracking_ang_vel  =  0.5  * exp(-(cmd_yaw - w_z)^2 / 0.25)
-    alive             =  0.1
-    feet_phase        =  0.2  * exp(-sum_feet (h_foot - h_target)^2 / 0.005)
-                              h_target = 0.08 m * max(0, sin(2 pi (phase + offset))),
-                              offset 0 for the left foot and 0.5 for the right
-    lin_vel_z         = -1.0  * v_z^2                              (pelvis, world frame)
-    ang_vel_xy        = -0.05 * |w_xy|^2
-    orientation       = -1.0  * |projected_gravity_xy|^2
-    action_rate       = -0.01 * |action - last_action|^2
-    joint_deviation   = -0.1  * |q_waist,arms - default|^2
-
-A robot that stands still keeps ``alive``, part of the phase term and
-``exp(-|cmd|^2 / 0.25)`` of the tracking terms (positive), which is less than a robot that
-tracks the command (up to 1.8 per step).
-
-Termination: pelvis height below 0.5 m, or the torso tilted more than 60 degrees from upright.
-Truncation: 1000 control steps (20 s).
-
-Initial state: default pose plus ``U[-0.05, 0.05]`` rad per joint (clipped to the range), zero
-velocity, random gait phase.
-
-``reward_bounds`` = (-0.3, 1.8): per-step rewards lie in roughly [-3, 1.8] for a robot that does
-not fall (rarely below -0.3 for long); the default value support is
-``reward_bounds / (1 - gamma)``, (-10, 60) at gamma 0.97.
+Deviations from the reference (the golden tests measure what they cost): random numbers are
+JAX's (the same distributions, not numpy's global stream); per-episode gains, the curriculum
+mean and scale are float32 (the reference's float64); the reference's construction-time draws,
+the staggered ``steps`` its ``init_state`` zeroes again, and its collector's habits (an
+``env.step(zeros)`` before collecting; terminal transitions stored with action 0 because the
+auto-reset zeroes the caller's action array in place) have no counterpart: they are collector
+behaviour, not the task. The reference replaces a non-finite reward by 0; here it reaches the
+training loop, which stops (``base.py``). Our envs clip actions to [-1, 1] (the reference's env
+does not clip; its TD3 actor's tanh keeps them inside). MJX replaces the gains per env but keeps
+the nominal model's derived constants (gains enter none). The curriculum's batch is one
+device's share when a run spans several devices (``Task.update_batch``).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -80,74 +92,158 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from unilab_jax.envs.base import Task
+from unilab_jax.envs.base import MODEL_PARAMS_KEY, Task
 from unilab_jax.envs.mirror import (
     COMMAND,
     PSEUDOVECTOR,
     VECTOR,
     MirrorMap,
+    SignedPermutation,
     concat,
     floating_base_mirror,
     hinge_mirror,
-    signs,
 )
-from unilab_jax.envs.robots.common import base_state
 from unilab_jax.envs.robots.g1_config import G1WalkFlatConfig
-from unilab_jax.envs.robots.g1_model import build_g1_model, foot_site_ids, standing_qpos
+from unilab_jax.envs.robots.g1_curriculum import curriculum_window, update_penalty_curriculum
+from unilab_jax.envs.robots.g1_model import build_g1_model, sensor_slices
+from unilab_jax.envs.robots.g1_reset import (
+    actuator_gains,
+    commands_from_draw,
+    gait_phase_from_draw,
+    reset_qpos_qvel,
+)
+from unilab_jax.envs.task import VelocityTracking
 
-__all__ = ["G1WalkFlat", "G1WalkFlatConfig", "build_g1_model"]
+__all__ = [
+    "NOISE_SLOTS",
+    "REWARD_TERMS",
+    "G1WalkFlat",
+    "G1WalkFlatConfig",
+    "advance_gait_phase",
+    "apply_obs_noise",
+    "build_g1_model",
+    "feet_height_target",
+    "noise_scales",
+    "observation_vector",
+]
+
+#: Reward terms in the order the reference sums them.
+REWARD_TERMS = (
+    "tracking_lin_vel",
+    "tracking_ang_vel",
+    "penalty_ang_vel_xy",
+    "penalty_orientation",
+    "penalty_action_rate",
+    "pose",
+    "penalty_feet_ori",
+    "feet_phase",
+    "alive",
+)
+#: Noisy observation inputs, in the reference's draw order, with their sizes.
+NOISE_SLOTS = (("gyro", 3), ("gravity", 3), ("joint_angle", 29), ("joint_vel", 29))
+_TWO_PI = 2.0 * math.pi
+# The observation's fixed scalings (the reference's "walk profile").
+_GYRO_SCALE, _JOINT_VEL_SCALE, _LINVEL_SCALE = 0.25, 0.05, 2.0
 
 
-# Default pose (radians); joints not listed are 0.
-_DEFAULT_POSE: dict[str, float] = {
-    "left_hip_pitch_joint": -0.15,
-    "right_hip_pitch_joint": -0.15,
-    "left_knee_joint": 0.35,
-    "right_knee_joint": 0.35,
-    "left_ankle_pitch_joint": -0.2,
-    "right_ankle_pitch_joint": -0.2,
-    "left_shoulder_pitch_joint": 0.2,
-    "right_shoulder_pitch_joint": 0.2,
-    "left_shoulder_roll_joint": 0.2,
-    "right_shoulder_roll_joint": -0.2,
-    "left_elbow_joint": 0.6,
-    "right_elbow_joint": 0.6,
-}
+# --------------------------------------------------------------------- the reference's rules
+def advance_gait_phase(phase: jax.Array, delta: float) -> jax.Array:
+    """One control step of the gait clock: ``(phase + delta) mod 2 pi`` in float32."""
+    return jnp.mod(phase + jnp.float32(delta), jnp.float32(_TWO_PI))
 
 
+def feet_height_target(phase: jax.Array, swing_height: float) -> jax.Array:
+    """Target foot height for each gait phase: with ``x = phase / 2 pi`` wrapped to [0, 1),
+    ``H B(2x)`` for ``x <= 1/2`` and ``H (1 - B(2x - 1))`` after, ``B(t) = t^3 + 3 t^2 (1 - t)``
+    (a cubic Bezier from 0 to ``H`` and back)."""
+    pi = jnp.float32(math.pi)
+    # Wrapped to [-pi, pi), then shifted back: the reference's float32 roundings.
+    x = (jnp.fmod(phase + pi, jnp.float32(_TWO_PI)) - pi + pi) / jnp.float32(_TWO_PI)
+    height = jnp.float32(swing_height)
+
+    def bezier(t: jax.Array) -> jax.Array:
+        return t**3 + 3.0 * (t**2 * (1.0 - t))
+
+    rise = height * bezier(2.0 * x)
+    fall = height + (0.0 - height) * bezier(2.0 * x - 1.0)
+    return jnp.where(x <= 0.5, rise, fall)
+
+
+def noise_scales(config: G1WalkFlatConfig) -> dict[str, float]:
+    """Each noise slot's scale (:data:`NOISE_SLOTS`) in ``config``."""
+    return {
+        "gyro": config.noise_gyro,
+        "gravity": config.noise_gravity,
+        "joint_angle": config.noise_joint_angle,
+        "joint_vel": config.noise_joint_vel,
+    }
+
+
+def apply_obs_noise(
+    clean: Mapping[str, jax.Array],
+    draws: Mapping[str, jax.Array],
+    level: float,
+    scales: Mapping[str, float],
+) -> dict[str, jax.Array]:
+    """``clean[slot] + draws[slot] * level * scales[slot]`` for each noise slot (float32, the
+    reference's order of operations); ``draws`` are ``U(-1, 1)``."""
+    return {
+        slot: clean[slot] + draws[slot] * jnp.float32(level) * jnp.float32(scales[slot])
+        for slot, _ in NOISE_SLOTS
+    }
+
+
+def observation_vector(signals: Mapping[str, jax.Array], carry: jax.Array) -> jax.Array:
+    """The 98-entry observation ``[..., 98]`` of ``signals`` (:data:`NOISE_SLOTS`: the torso
+    gyro, the torso z axis, joint angles - default, joint velocities) and ``carry`` ``[..., 34]``
+    (the action just applied, the command, the gait phases)."""
+    return jnp.concatenate(
+        [
+            signals["gyro"] * _GYRO_SCALE,
+            -signals["gravity"],
+            signals["joint_angle"],
+            signals["joint_vel"] * _JOINT_VEL_SCALE,
+            carry,
+        ],
+        axis=-1,
+    )
+
+
+# --------------------------------------------------------------------- the task
 class G1WalkFlat(Task):
-    """Unitree G1 velocity tracking on flat ground (see module docstring)."""
+    """The reference G1WalkFlat (module docstring)."""
 
-    reward_bounds = (-0.3, 1.8)
+    reward_bounds = (-1.0, 0.4)
+
+    @property
+    def velocity_tracking(self) -> VelocityTracking:
+        c = self.config
+        return VelocityTracking(
+            "tracking_lin_vel", c.w_tracking_lin_vel * self.control_dt, c.tracking_sigma,
+            slice(93, 96),
+        )  # fmt: skip
+
+    reset_forward = True  # the reset observation reads sensors
+    model_fields = ("actuator_gainprm", "actuator_biasprm")
+    persistent_state = ("penalty_scale", "mean_episode_length")
+    solver_warmstart = False
+    float32_state = True
 
     def __init__(self, config: G1WalkFlatConfig | None = None) -> None:
         super().__init__(config or G1WalkFlatConfig())
-        model = build_g1_model(self.config)
+        c = self.config
+        model = build_g1_model()
         self._model = model
-        if model.nu != 29 or model.nq != 36 or model.nv != 35:
-            raise ValueError(f"unexpected G1 model sizes nq={model.nq} nv={model.nv} nu={model.nu}")
-
-        joint_names = [model.joint(j).name for j in range(1, model.njnt)]
-        self.joint_names = tuple(joint_names)
-        default = np.array([_DEFAULT_POSE.get(n, 0.0) for n in joint_names])
-        lo, hi = model.jnt_range[1:, 0], model.jnt_range[1:, 1]
-        # Pelvis height that puts the lowest foot sphere on the floor in the default pose.
-        qpos0, self._site_rest_height = standing_qpos(model, default)
-
-        self._default_qpos = jnp.asarray(qpos0, jnp.float32)
-        self._default_joints = jnp.asarray(default, jnp.float32)
-        self._joint_lo = jnp.asarray(lo, jnp.float32)
-        self._joint_hi = jnp.asarray(hi, jnp.float32)
-        upper = [
-            i
-            for i, n in enumerate(joint_names)
-            if n.startswith(
-                ("waist", "left_s", "right_s", "left_e", "right_e", "left_w", "right_w")
-            )
-        ]
-        self._upper_idx = jnp.asarray(upper, jnp.int32)
-        self._torso = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "torso_link")
-        self._foot_sites = jnp.asarray(foot_site_ids(model), jnp.int32)
+        self.joint_names = tuple(model.joint(j).name for j in range(1, model.njnt))
+        self._sensor = sensor_slices(model)
+        self._key_qpos = jnp.asarray(model.key_qpos[0], jnp.float32)
+        self._default = jnp.asarray(model.key_qpos[0, 7:], jnp.float32)
+        self._gainprm = jnp.asarray(model.actuator_gainprm, jnp.float32)
+        self._biasprm = jnp.asarray(model.actuator_biasprm, jnp.float32)
+        self._pose_weights = jnp.asarray(c.pose_weights, jnp.float32)
+        self._phase_delta = _TWO_PI * c.gait_frequency * self.control_dt
+        self._weights = {t: float(getattr(c, f"w_{t}")) for t in REWARD_TERMS}
+        self._noise_scales = noise_scales(c)
         self._mirror = self._build_mirror()
 
     @property
@@ -156,110 +252,151 @@ class G1WalkFlat(Task):
 
     @property
     def mirror(self) -> MirrorMap:
-        """Left-right mirror map (module docstring, "Mirror")."""
         return self._mirror
+
+    @property
+    def default_pose(self) -> jax.Array:
+        """The joint angles ``ctrl`` is centred on: the ``stand`` keyframe's, float32 [29]."""
+        return self._default
 
     def _build_mirror(self) -> MirrorMap:
         joints = hinge_mirror(self._model, self.joint_names)  # also the action's map
-        clock = signs(-1.0, -1.0)  # phase + 1/2: the feet swap their half-periods
-        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, joints, COMMAND, clock)
+        phases = SignedPermutation((1, 0), (1.0, 1.0))  # left <-> right
+        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, joints, COMMAND, phases)
         qpos, qvel = floating_base_mirror(joints)
         return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=joints, qpos=qpos, qvel=qvel)
 
-    @property
-    def default_qpos(self) -> jax.Array:
-        """Standing pose: ``[0, 0, h, 1, 0, 0, 0, default joints]``."""
-        return self._default_qpos
+    def sensor(self, data: Any, name: str) -> jax.Array:
+        """One sensor's value from ``data.sensordata``."""
+        return data.sensordata[self._sensor[name]]
 
-    # ----------------------------------------------------------------- helpers
-    def _sample_command(self, key: jax.Array) -> jax.Array:
-        c = self.config
-        lo = jnp.array([c.command_vx[0], c.command_vy[0], c.command_yaw[0]], jnp.float32)
-        hi = jnp.array([c.command_vx[1], c.command_vy[1], c.command_yaw[1]], jnp.float32)
-        return jax.random.uniform(key, (3,), minval=lo, maxval=hi)
-
-    @staticmethod
-    def _base(data: Any) -> dict[str, jax.Array]:
-        lin_vel, gyro, gravity = base_state(data)
-        return {"gyro": gyro, "gravity": gravity, "lin_vel": lin_vel}
-
-    def _foot_heights(self, data: Any) -> jax.Array:
-        return data.site_xpos[self._foot_sites, 2] - self._site_rest_height
-
-    # ----------------------------------------------------------------- Task API
+    # ----------------------------------------------------------------- reset
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        s = self.config.init_joint_noise
-        noise = jax.random.uniform(key, (29,), minval=-s, maxval=s)
-        joints = jnp.clip(self._default_joints + noise, self._joint_lo, self._joint_hi)
-        qpos = self._default_qpos.at[7:].set(joints)
-        qvel = jnp.zeros((self._model.nv,), jnp.float32)
-        return qpos, qvel
+        c = self.config
+        k_xy, k_yaw, k_qvel = jax.random.split(key, 3)
+        r, v = c.reset_xy_range, c.reset_base_qvel_limit
+        xy = jax.random.uniform(k_xy, (2,), minval=-r, maxval=r)
+        yaw = jax.random.uniform(k_yaw, (), minval=-math.pi, maxval=math.pi)
+        base_qvel = jax.random.uniform(k_qvel, (6,), minval=-v, maxval=v)
+        return reset_qpos_qvel(self._key_qpos, xy, yaw, base_qvel, self._model.nv)
 
     def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
-        k_cmd, k_phase = jax.random.split(key)
+        c = self.config
+        k_cmd, k_phase, k_kp, k_kd, k_noise = jax.random.split(key, 5)
+        command = jax.random.uniform(
+            k_cmd, (3,), minval=jnp.asarray(c.command_low), maxval=jnp.asarray(c.command_high)
+        )
+        phase = jax.random.uniform(k_phase, (), minval=0.0, maxval=_TWO_PI)
+        kp = jax.random.uniform(
+            k_kp, (), minval=c.kp_multiplier_range[0], maxval=c.kp_multiplier_range[1]
+        )
+        kd = jax.random.uniform(
+            k_kd, (), minval=c.kd_multiplier_range[0], maxval=c.kd_multiplier_range[1]
+        )
         return {
-            "command": self._sample_command(k_cmd),
-            "last_action": jnp.zeros((29,), jnp.float32),
-            "phase": jax.random.uniform(k_phase, ()),
-            "steps": jnp.zeros((), jnp.int32),
+            "command": commands_from_draw(command, c.min_command_speed),
+            "last_action": jnp.zeros((self.action_size,), jnp.float32),
+            "gait_phase": gait_phase_from_draw(phase),
+            "noise_key": k_noise,
+            MODEL_PARAMS_KEY: actuator_gains(self._gainprm, self._biasprm, kp, kd),
+            "penalty_scale": jnp.float32(c.curriculum_initial_scale),
+            "mean_episode_length": jnp.float32(0.0),
         }
 
+    # ----------------------------------------------------------------- step
     def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state
-        target = self._default_joints + self.config.action_scale * action
-        return jnp.clip(target, self._joint_lo, self._joint_hi)
+        return action * jnp.float32(self.config.action_scale) + self._default
+
+    def clean_signals(self, data: Any) -> dict[str, jax.Array]:
+        """The observation's physical inputs before noise (:data:`NOISE_SLOTS`)."""
+        return {
+            "gyro": self.sensor(data, "torso_gyro"),
+            "gravity": self.sensor(data, "torso_upvector"),
+            "joint_angle": data.qpos[7:] - self._default,
+            "joint_vel": data.qvel[6:],
+        }
 
     def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        base = self._base(data)
-        angle = 2.0 * jnp.pi * task_state["phase"]
-        obs = jnp.concatenate(
+        clean = self.clean_signals(data)
+        carry = jnp.concatenate(
+            [task_state["last_action"], task_state["command"], task_state["gait_phase"]]
+        )
+        critic = jnp.concatenate(
             [
-                base["gyro"],
-                base["gravity"],
-                data.qpos[7:] - self._default_joints,
-                data.qvel[6:],
-                task_state["last_action"],
-                task_state["command"],
-                jnp.stack([jnp.sin(angle), jnp.cos(angle)]),
+                observation_vector(clean, carry),
+                self.sensor(data, "pelvis_local_linvel") * _LINVEL_SCALE,
             ]
         )
-        return {"obs": obs, "critic": jnp.concatenate([obs, base["lin_vel"]])}
+        level = self.config.noise_level
+        if level <= 0.0:
+            return {"obs": critic[:-3], "critic": critic}
+        keys = jax.random.split(task_state["noise_key"], len(NOISE_SLOTS))
+        draws = {
+            slot: jax.random.uniform(k, (size,), minval=-1.0, maxval=1.0)
+            for k, (slot, size) in zip(keys, NOISE_SLOTS, strict=True)
+        }
+        noisy = apply_obs_noise(clean, draws, level, self._noise_scales)
+        return {"obs": observation_vector(noisy, carry), "critic": critic}
+
+    def reward_terms(
+        self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
+    ) -> dict[str, jax.Array]:
+        """The unweighted terms of this step (:data:`REWARD_TERMS`); ``task_state`` is the one
+        in force when ``action`` was chosen (the gait clock is advanced here, as the reference
+        advances it before the physics)."""
+        c = self.config
+        linvel = self.sensor(data, "pelvis_local_linvel")
+        gyro = self.sensor(data, "torso_gyro")
+        up = self.sensor(data, "torso_upvector")
+        cmd = task_state["command"]
+        phase = advance_gait_phase(task_state["gait_phase"], self._phase_delta)
+        target = feet_height_target(phase, c.swing_height)
+        feet_z = jnp.stack(
+            [self.sensor(data, "left_foot_pos")[2], self.sensor(data, "right_foot_pos")[2]]
+        )
+        quats = jnp.stack(
+            [self.sensor(data, "left_foot_quat"), self.sensor(data, "right_foot_quat")]
+        )
+        return {
+            "tracking_lin_vel": jnp.exp(
+                -jnp.sum(jnp.square(cmd[:2] - linvel[:2])) / c.tracking_sigma
+            ),
+            "tracking_ang_vel": jnp.exp(-jnp.square(cmd[2] - gyro[2]) / c.tracking_sigma),
+            "penalty_ang_vel_xy": jnp.sum(jnp.square(gyro[:2])),
+            "penalty_orientation": jnp.square(up[0]) + jnp.square(up[1]),
+            "penalty_action_rate": jnp.sum(jnp.square(action - task_state["last_action"])),
+            "pose": jnp.sum(self._pose_weights * jnp.square(data.qpos[7:] - self._default)),
+            "penalty_feet_ori": jnp.sum(jnp.square(quats[:, 1:3])),
+            "feet_phase": jnp.exp(-jnp.sum(jnp.square(feet_z - target)) / c.feet_phase_sigma),
+            "alive": jnp.float32(1.0),
+        }
+
+    def reward_weights(self, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """The weight in force of each term: penalties (negative weights) times the curriculum
+        scale."""
+        scale = task_state["penalty_scale"]
+        return {t: w * scale if w < 0 else jnp.float32(w) for t, w in self._weights.items()}
 
     def reward(
         self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        c = self.config
-        base = self._base(data)
-        cmd = task_state["command"]
-        lin_err = jnp.sum(jnp.square(cmd[:2] - base["lin_vel"][:2]))
-        yaw_err = jnp.square(cmd[2] - base["gyro"][2])
-
-        phase = task_state["phase"] + jnp.array([0.0, 0.5])
-        target_h = c.swing_height * jnp.maximum(0.0, jnp.sin(2.0 * jnp.pi * phase))
-        feet_err = jnp.sum(jnp.square(self._foot_heights(data) - target_h))
-
-        upper = data.qpos[7:][self._upper_idx] - self._default_joints[self._upper_idx]
-        components = {
-            "tracking_lin_vel": c.w_tracking_lin_vel * jnp.exp(-lin_err / c.tracking_sigma),
-            "tracking_ang_vel": c.w_tracking_ang_vel * jnp.exp(-yaw_err / c.tracking_sigma),
-            "alive": jnp.asarray(c.w_alive, jnp.float32),
-            "feet_phase": c.w_feet_phase * jnp.exp(-feet_err / c.feet_phase_sigma),
-            "lin_vel_z": -c.w_lin_vel_z * jnp.square(data.qvel[2]),
-            "ang_vel_xy": -c.w_ang_vel_xy * jnp.sum(jnp.square(base["gyro"][:2])),
-            "orientation": -c.w_orientation * jnp.sum(jnp.square(base["gravity"][:2])),
-            "action_rate": -c.w_action_rate
-            * jnp.sum(jnp.square(action - task_state["last_action"])),
-            "joint_deviation": -c.w_joint_deviation * jnp.sum(jnp.square(upper)),
-        }
-        total = sum(components.values())
-        return total, components
+        terms = self.reward_terms(data, action, task_state)
+        weights = self.reward_weights(task_state)
+        dt = jnp.float32(self.control_dt)
+        total = jnp.float32(0.0)
+        for t in REWARD_TERMS:  # the reference's float32 accumulation, then times dt
+            total = total + terms[t] * weights[t]
+        components = {t: terms[t] * weights[t] * dt for t in REWARD_TERMS}
+        components["penalty_scale"] = task_state["penalty_scale"]
+        return total * dt, components
 
     def terminated(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state
-        low = data.qpos[2] < self.config.min_pelvis_height
-        torso_up = data.xmat[self._torso, 2, 2]  # z component of the torso's z axis
-        tilted = torso_up < np.cos(np.deg2rad(self.config.max_tilt_deg))
-        return low | tilted
+        up_z = self.sensor(data, "torso_upvector")[2]
+        tilt = jnp.arccos(jnp.clip(up_z, -1.0, 1.0))
+        low = data.qpos[2] < self.config.min_base_height
+        return (tilt > np.deg2rad(self.config.max_tilt_deg)) | low
 
     def update_task_state(
         self,
@@ -269,13 +406,34 @@ class G1WalkFlat(Task):
         key: jax.Array,
     ) -> dict[str, jax.Array]:
         del data
-        steps = task_state["steps"] + 1
-        resample = steps % self.config.command_resample_steps == 0
-        command = jnp.where(resample, self._sample_command(key), task_state["command"])
-        phase = jnp.mod(task_state["phase"] + self.control_dt / self.config.gait_period, 1.0)
         return {
-            "command": command,
+            **task_state,
             "last_action": jnp.asarray(action, jnp.float32),
-            "phase": phase,
-            "steps": steps,
+            "gait_phase": advance_gait_phase(task_state["gait_phase"], self._phase_delta),
+            "noise_key": key,
+        }
+
+    def update_batch(
+        self,
+        task_state: dict[str, jax.Array],
+        terminated: jax.Array,
+        truncated: jax.Array,
+        episode_length: jax.Array,
+    ) -> dict[str, jax.Array]:
+        """The penalty curriculum (``g1_curriculum.py``) over the batch's terminated episodes;
+        one scale for the batch, broadcast to every env."""
+        del truncated  # the reference counts terminated episodes only
+        num_envs = terminated.shape[0]
+        scale, mean = update_penalty_curriculum(
+            task_state["penalty_scale"][0],
+            task_state["mean_episode_length"][0],
+            episode_length,
+            terminated,
+            curriculum_window(num_envs, self.config),
+            self.config,
+        )
+        return {
+            **task_state,
+            "penalty_scale": jnp.full((num_envs,), scale, jnp.float32),
+            "mean_episode_length": jnp.full((num_envs,), mean, jnp.float32),
         }

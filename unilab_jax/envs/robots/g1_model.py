@@ -1,227 +1,197 @@
-"""The G1WalkFlat model: the mjlab G1 MJCF rebuilt into an MJX-friendly model, and its stand.
+"""The G1WalkFlat model: mjlab's G1 MJCF edited with ``mujoco.MjSpec`` into the reference's model.
 
-:func:`build_g1_model` compiles the model from a :class:`~unilab_jax.envs.robots.g1_config.
-G1WalkFlatConfig`; :func:`standing_qpos` finds the pelvis height at which the default pose
-stands on the floor. The task that runs on this model (observation, reward, commands) is
-:class:`~unilab_jax.envs.robots.g1.G1WalkFlat`.
+The reference UniLab (unilabsim/UniLab @ 9aa57115) compiles its own ``scene_flat.xml`` (its
+``g1.xml`` plus a floor, contact sensors and the ``stand`` keyframe) with ``discardvisual``.
+Its bodies, joints and inertias are mjlab's G1 (``robot_mjcf_path("g1")``, the ``mjlab``
+package), so :func:`build_g1_model` rebuilds that model from mjlab's file; every compiled array
+the golden file records (``tests/golden/reference/G1WalkFlat.npz``, ``model.*``) comes out
+identical. The edits:
 
-Model. The G1 MJCF (``robot_mjcf_path("g1")``, shipped by the ``mjlab`` package; it has no
-actuators, no floor and no keyframe) is edited with ``mujoco.MjSpec`` into an MJX-friendly model:
-
-* visual meshes and the IMU sensors are removed (inertias are explicit in the MJCF, so the
-  dynamics are unchanged; observations are computed from ``qpos``/``qvel``, not sensors);
-* a flat floor plane is added; the *only* contacts are 4 spheres (radius 1 cm) at the corners of
-  each foot sole against the floor (feet: contype 1 / conaffinity 0, floor: contype 0 /
-  conaffinity 1, every other geom contype = conaffinity = 0), condim 3, friction 0.8. So a step
-  has at most 8 sphere-plane contacts and no self-collision;
-* one position actuator per joint (29, in joint order, ``ctrl[i]`` drives ``qpos[7 + i]``) with
-  ``ctrlrange`` = the joint range and a force limit per motor class. Stiffness ``kp`` and the
-  damping (as *joint* damping, integrated implicitly by Euler) and rotor armature per group:
-
-  ========================  =====  =======  ========  =========
-  joints                    kp     damping  armature  force (N m)
-  ========================  =====  =======  ========  =========
-  hip pitch / yaw           100    3.0      0.010     88
-  hip roll                  100    3.0      0.025     139
-  knee                      150    4.0      0.025     139
-  ankle pitch               150    3.0      0.010     50
-  ankle roll                100    2.0      0.010     50
-  waist yaw                 100    3.0      0.010     88
-  waist roll / pitch        100    3.0      0.007     50
-  shoulders, elbow, wr.roll 40     1.0      0.004     25
-  wrist pitch / yaw         20     0.5      0.002     5
-  ========================  =====  =======  ========  =========
-
-* physics: timestep 0.004 s, Euler, Newton solver with 3 iterations and 6 line-search steps,
-  pyramidal friction cone; ``n_frames`` = 5, so the policy runs at 50 Hz (control_dt 0.02 s).
-  One Newton iteration is not enough for MJX under exploration: with uniform random actions
-  (128 envs x 300 steps) it produced joint speeds up to 650 rad/s and single-step rewards down
-  to -2626 (a training run's ``reward/ang_vel_xy`` block mean fell to -1930); 2 iterations
-  peaked at 90 rad/s, 3 at 61 (99.9th percentile 15, as with 4) with the lowest reward -8.4,
-  at 1.8x the cost per step of one iteration at 128 envs and 3.4x at 1024 (``bench/RESULTS.md``).
-  Constraint Jacobian and mass matrix: ``jacobian="auto"`` picks MuJoCo's sparse
-  representation when JAX's default backend is the CPU and the dense one elsewhere (MJX's own
-  choice below nv 60, the fast one on a GPU). On the CPU, MJX's dense path factorises the
-  35 x 35 mass matrix and Newton Hessian with the LAPACK-free Cholesky of
-  :mod:`unilab_jax.cpu_linalg` (above its unrolled size), and the sparse path is twice as fast
-  (measured here at 256 envs on 1 device, 1 Newton iteration: 257 vs 502 ms per control
-  step). Both are the same
-  physics; C MuJoCo (``sim_backend="mujoco"``) gets the same model.
+* ``discardvisual``: visual meshes dropped (every inertia is explicit, so no dynamics change);
+  timestep ``0.02 / 3`` s (3 substeps per 0.02 s control step), ``implicitfast`` integrator;
+  MuJoCo's defaults otherwise (Newton, 100 iterations, 50 line-search steps, tolerance 1e-8,
+  pyramidal cone, ``jacobian`` auto);
+* every hinge: ``armature`` 0.01, ``frictionloss`` 0.3 (no joint damping: the damping is the
+  actuators' ``kv``);
+* collisions: all 41 of mjlab's collision geoms (capsules and spheres; self-collision on except
+  parent-child and mjlab's 4 excludes) plus a floor plane. Under each foot, 4 contact spheres
+  (radius 5 mm, priority 1, friction 0.6) come first, then mjlab's 7 sole capsules with friction
+  0.6: a sole touches the floor with friction 0.6, any other geom with 1.0 (MuJoCo takes the
+  maximum of equal priorities);
+* 29 position actuators in joint order (``ctrl[i]`` drives ``qpos[7 + i]``), ``kp`` and ``kv``
+  per motor (:data:`MOTORS`; they are mjlab's armature x (2 pi 10 Hz)^2 and 2 x 2 x armature x
+  2 pi 10 Hz, rounded to 3 decimals), force-limited, *no* ctrl range (targets are not clipped);
+* 21 sensors in the reference's order (:data:`SENSORS`; read through :func:`sensor_slices`):
+  IMU velocimeter / gyro / accelerometer / z axis at the pelvis and the torso, foot site
+  position / orientation / z axis, and per-sphere floor contact;
+* keyframe ``stand``: pelvis at 0.754 m, slightly bent legs, arms at the sides.
 """
 
 from __future__ import annotations
 
-import jax
 import mujoco
-import numpy as np
 
 from unilab_jax.envs.robots.assets import robot_mjcf_path
-from unilab_jax.envs.robots.g1_config import G1WalkFlatConfig
 
-__all__ = ["FEET", "build_g1_model", "foot_site_ids", "standing_qpos"]
+__all__ = [
+    "FOOT_CONTACT_POINTS",
+    "MOTORS",
+    "SENSORS",
+    "STAND_JOINTS",
+    "build_g1_model",
+    "sensor_slices",
+]
 
-# (suffix pattern, kp, damping, armature, force limit); first match wins.
-_JOINT_GROUPS: tuple[tuple[str, float, float, float, float], ...] = (
-    ("hip_pitch_joint", 100.0, 3.0, 0.010, 88.0),
-    ("hip_yaw_joint", 100.0, 3.0, 0.010, 88.0),
-    ("hip_roll_joint", 100.0, 3.0, 0.025, 139.0),
-    ("knee_joint", 150.0, 4.0, 0.025, 139.0),
-    ("ankle_pitch_joint", 150.0, 3.0, 0.010, 50.0),
-    ("ankle_roll_joint", 100.0, 2.0, 0.010, 50.0),
-    ("waist_yaw_joint", 100.0, 3.0, 0.010, 88.0),
-    ("waist_roll_joint", 100.0, 3.0, 0.007, 50.0),
-    ("waist_pitch_joint", 100.0, 3.0, 0.007, 50.0),
-    ("wrist_pitch_joint", 20.0, 0.5, 0.002, 5.0),
-    ("wrist_yaw_joint", 20.0, 0.5, 0.002, 5.0),
-    ("shoulder_pitch_joint", 40.0, 1.0, 0.004, 25.0),
-    ("shoulder_roll_joint", 40.0, 1.0, 0.004, 25.0),
-    ("shoulder_yaw_joint", 40.0, 1.0, 0.004, 25.0),
-    ("elbow_joint", 40.0, 1.0, 0.004, 25.0),
-    ("wrist_roll_joint", 40.0, 1.0, 0.004, 25.0),
+#: Per motor (joint name without side and ``_joint``): ``(kp, kv, force limit)``.
+MOTORS: dict[str, tuple[float, float, float]] = {
+    "hip_pitch": (40.179, 2.558, 88.0),
+    "hip_roll": (99.098, 6.309, 139.0),
+    "hip_yaw": (40.179, 2.558, 88.0),
+    "knee": (99.098, 6.309, 139.0),
+    "ankle_pitch": (28.501, 1.814, 50.0),
+    "ankle_roll": (28.501, 1.814, 50.0),
+    "waist_yaw": (40.179, 2.558, 88.0),
+    "waist_roll": (28.501, 1.814, 50.0),
+    "waist_pitch": (28.501, 1.814, 50.0),
+    "shoulder_pitch": (14.251, 0.907, 25.0),
+    "shoulder_roll": (14.251, 0.907, 25.0),
+    "shoulder_yaw": (14.251, 0.907, 25.0),
+    "elbow": (14.251, 0.907, 25.0),
+    "wrist_roll": (14.251, 0.907, 25.0),
+    "wrist_pitch": (16.778, 1.068, 5.0),
+    "wrist_yaw": (16.778, 1.068, 5.0),
+}
+
+#: Foot contact spheres ``(x, y)`` in the ankle-roll link frame, at z = -0.03 (heel left,
+#: heel right, toe left, toe right of each foot).
+FOOT_CONTACT_POINTS = ((-0.05, 0.025), (-0.05, -0.025), (0.12, 0.03), (0.12, -0.03))
+_FOOT_SPHERE_RADIUS = 0.005
+_FOOT_FRICTION = (0.6, 0.005, 0.0001)
+
+_S = mujoco.mjtSensor
+#: ``(name, type, site, cutoff)`` of the site sensors, in sensordata order; the 8 foot contact
+#: sensors follow them (``{side}_foot_contact_{i}``: sphere i against the floor, "found").
+SENSORS: tuple[tuple[str, mujoco.mjtSensor, str, float], ...] = (
+    ("pelvis_local_linvel", _S.mjSENS_VELOCIMETER, "imu_in_pelvis", 0.0),
+    ("pelvis_gyro", _S.mjSENS_GYRO, "imu_in_pelvis", 34.9),
+    ("pelvis_acceleration", _S.mjSENS_ACCELEROMETER, "imu_in_pelvis", 157.0),
+    ("pelvis_upvector", _S.mjSENS_FRAMEZAXIS, "imu_in_pelvis", 0.0),
+    ("torso_gyro", _S.mjSENS_GYRO, "imu_in_torso", 34.9),
+    ("torso_acceleration", _S.mjSENS_ACCELEROMETER, "imu_in_torso", 157.0),
+    ("torso_upvector", _S.mjSENS_FRAMEZAXIS, "imu_in_torso", 0.0),
+    ("left_foot_pos", _S.mjSENS_FRAMEPOS, "left_foot", 0.0),
+    ("left_foot_quat", _S.mjSENS_FRAMEQUAT, "left_foot", 0.0),
+    ("left_foot_upvector", _S.mjSENS_FRAMEZAXIS, "left_foot", 0.0),
+    ("right_foot_pos", _S.mjSENS_FRAMEPOS, "right_foot", 0.0),
+    ("right_foot_quat", _S.mjSENS_FRAMEQUAT, "right_foot", 0.0),
+    ("right_foot_upvector", _S.mjSENS_FRAMEZAXIS, "right_foot", 0.0),
 )
 
-# Foot contact spheres, in the ankle-roll link frame (sole corners; the MJCF's foot capsules
-# span x in [-0.054, 0.132], y in [-0.026, 0.026] at z = -0.025 with radius 0.01).
-_FOOT_SPHERE_RADIUS = 0.01
-_FOOT_SPHERES = tuple((x, y, -0.025) for x in (-0.05, 0.125) for y in (-0.025, 0.025))
-FEET = ("left", "right")
+_SIDES = ("left", "right")
+#: The ``stand`` keyframe's joint angles (joint order), also the policy's default pose.
+STAND_JOINTS: tuple[float, ...] = (
+    (-0.312, 0.0, 0.0, 0.669, -0.363, 0.0) * 2
+    + (0.0, 0.0, 0.0)
+    + (0.2, 0.2, 0.0, 0.6, 0.0, 0.0, 0.0)
+    + (0.2, -0.2, 0.0, 0.6, 0.0, 0.0, 0.0)
+)
+_STAND_BASE = (0.0, 0.0, 0.754, 1.0, 0.0, 0.0, 0.0)
 
 
-def _g1_mjcf_path() -> str:
-    """The mjlab G1 MJCF (raises ``RobotAssetError`` with the pip command when missing)."""
-    return str(robot_mjcf_path("g1"))
-
-
-def _group_of(joint_name: str) -> tuple[float, float, float, float]:
-    for suffix, kp, damping, armature, force in _JOINT_GROUPS:
-        if joint_name.endswith(suffix):
-            return kp, damping, armature, force
-    raise ValueError(f"G1 joint {joint_name!r} has no actuator group")
-
-
-def build_g1_model(config: G1WalkFlatConfig) -> mujoco.MjModel:
-    """Compile the MJX-friendly G1 model described in the module docstring."""
-    spec = mujoco.MjSpec.from_file(_g1_mjcf_path())
-    _strip_visuals_and_sensors(spec)
-    _add_floor_and_foot_spheres(spec)
-    _add_position_actuators(spec)
-    _set_physics_options(spec, config)
-    model = spec.compile()
-    return model
-
-
-def _strip_visuals_and_sensors(spec: mujoco.MjSpec) -> None:
-    """Visual meshes and sensors: not needed for physics or observations."""
-    for geom in list(spec.geoms):
-        if geom.type == mujoco.mjtGeom.mjGEOM_MESH:
-            spec.delete(geom)
-    for mesh in list(spec.meshes):
-        spec.delete(mesh)
-    for sensor in list(spec.sensors):
+def build_g1_model() -> mujoco.MjModel:
+    """Compile the reference G1WalkFlat model (module docstring) from mjlab's G1 MJCF."""
+    spec = mujoco.MjSpec.from_file(str(robot_mjcf_path("g1")))
+    spec.compiler.discardvisual = True
+    spec.option.timestep = 0.02 / 3.0
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    for joint in spec.joints:
+        if joint.type == mujoco.mjtJoint.mjJNT_HINGE:
+            joint.armature = 0.01
+            joint.frictionloss = 0.3
+    for side in _SIDES:
+        _replace_sole(spec, side)
+    spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05])
+    for sensor in list(spec.sensors):  # mjlab's IMU sensors: replaced by the reference's
         spec.delete(sensor)
-    for exclude in list(spec.excludes):
-        spec.delete(exclude)
+    _add_actuators(spec)
+    _add_sensors(spec)
+    stand = (*_STAND_BASE, *STAND_JOINTS)
+    spec.add_key(name="stand", qpos=list(stand), ctrl=list(STAND_JOINTS))
+    return spec.compile()
 
 
-def _add_floor_and_foot_spheres(spec: mujoco.MjSpec) -> None:
-    """No collisions except feet vs floor: a floor plane and 4 spheres under each sole."""
-    for geom in spec.geoms:
-        geom.contype = 0
-        geom.conaffinity = 0
-    spec.worldbody.add_geom(
-        name="floor",
-        type=mujoco.mjtGeom.mjGEOM_PLANE,
-        size=[0.0, 0.0, 0.05],
-        contype=0,
-        conaffinity=1,
-        condim=3,
-        friction=[0.8, 0.005, 0.0001],
-        rgba=[0.3, 0.35, 0.4, 1.0],
-    )
-    for side in FEET:
-        foot = spec.body(f"{side}_ankle_roll_link")
-        for i, pos in enumerate(_FOOT_SPHERES):
-            foot.add_geom(
-                name=f"{side}_foot_sphere{i}",
-                type=mujoco.mjtGeom.mjGEOM_SPHERE,
-                size=[_FOOT_SPHERE_RADIUS, 0.0, 0.0],
-                pos=list(pos),
-                contype=1,
-                conaffinity=0,
-                condim=3,
-                friction=[0.8, 0.005, 0.0001],
-                density=0.0,  # massless: inertias stay the MJCF's
-                group=3,
-            )
+def _replace_sole(spec: mujoco.MjSpec, side: str) -> None:
+    """The 4 contact spheres under a foot, then mjlab's 7 sole capsules (re-added after them,
+    so the spheres come first in geom order) with the sole's friction."""
+    foot = spec.body(f"{side}_ankle_roll_link")
+    capsules = [g for g in foot.geoms if g.name.startswith(f"{side}_foot")]
+    kept = [(g.name, list(g.fromto)) for g in capsules]
+    for geom in capsules:
+        spec.delete(geom)
+    for i, (x, y) in enumerate(FOOT_CONTACT_POINTS):
+        foot.add_geom(
+            name=f"{side}_foot_contact_{i}_geom",
+            type=mujoco.mjtGeom.mjGEOM_SPHERE,
+            size=[_FOOT_SPHERE_RADIUS, 0.0, 0.0],
+            pos=[x, y, -0.03],
+            priority=1,
+            friction=list(_FOOT_FRICTION),
+            condim=3,
+            contype=1,
+            conaffinity=1,
+            group=3,
+        )
+    capsule_class = spec.find_default("foot_capsule")
+    for name, fromto in kept:
+        foot.add_geom(capsule_class, name=name, fromto=fromto, friction=list(_FOOT_FRICTION))
 
 
-def _add_position_actuators(spec: mujoco.MjSpec) -> None:
-    """Position actuators; kd as joint damping (implicit in Euler), armature for the rotors."""
+def _motor(joint_name: str) -> tuple[float, float, float]:
+    name = joint_name.removesuffix("_joint")
+    for side in _SIDES:
+        name = name.removeprefix(f"{side}_")
+    return MOTORS[name]
+
+
+def _add_actuators(spec: mujoco.MjSpec) -> None:
+    """One position actuator per hinge, named as its joint: ``kp``, ``kv`` (a bias force, which
+    implicitfast integrates implicitly), force limit, no ctrl limit."""
     for joint in spec.joints:
         if joint.type != mujoco.mjtJoint.mjJNT_HINGE:
             continue
-        kp, damping, armature, force = _group_of(joint.name)
-        joint.damping = [damping, 0.0, 0.0]
-        joint.armature = armature
-        act = spec.add_actuator(name=joint.name.removesuffix("_joint"), target=joint.name)
-        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        act.set_to_position(kp=kp)
-        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.ctrlrange = list(joint.range)
-        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.forcerange = [-force, force]
+        kp, kv, force = _motor(joint.name)
+        actuator = spec.add_actuator(
+            name=joint.name, target=joint.name, trntype=mujoco.mjtTrn.mjTRN_JOINT
+        )
+        actuator.set_to_position(kp=kp, kv=kv)
+        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        actuator.forcerange = [-force, force]
 
 
-def _set_physics_options(spec: mujoco.MjSpec, config: G1WalkFlatConfig) -> None:
-    """Timestep, Euler integrator, Newton solver, pyramidal cone, Jacobian representation."""
-    opt = spec.option
-    opt.timestep = config.timestep
-    opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
-    opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
-    opt.iterations = config.solver_iterations
-    opt.ls_iterations = config.ls_iterations
-    opt.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
-    opt.jacobian = _jacobian(config.jacobian)
+def _add_sensors(spec: mujoco.MjSpec) -> None:
+    for name, kind, site, cutoff in SENSORS:
+        sensor = spec.add_sensor(
+            name=name, type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site
+        )
+        sensor.cutoff = cutoff
+    for side in _SIDES:
+        for i in range(len(FOOT_CONTACT_POINTS)):
+            sensor = spec.add_sensor(
+                name=f"{side}_foot_contact_{i}",
+                type=_S.mjSENS_CONTACT,
+                objtype=mujoco.mjtObj.mjOBJ_GEOM,
+                objname="floor",
+                reftype=mujoco.mjtObj.mjOBJ_GEOM,
+                refname=f"{side}_foot_contact_{i}_geom",
+            )
+            sensor.intprm = [1, 1, 1]  # data "found", reduce "mindist", 1 contact
 
 
-_JACOBIANS = {"dense": mujoco.mjtJacobian.mjJAC_DENSE, "sparse": mujoco.mjtJacobian.mjJAC_SPARSE}
-
-
-def _jacobian(choice: str) -> mujoco.mjtJacobian:
-    """The ``opt.jacobian`` for ``G1WalkFlatConfig.jacobian`` (see the module docstring)."""
-    if choice == "auto":
-        choice = "sparse" if jax.default_backend() == "cpu" else "dense"
-    if choice not in _JACOBIANS:
-        raise ValueError(f"jacobian must be 'auto', 'dense' or 'sparse', got {choice!r}")
-    return _JACOBIANS[choice]
-
-
-def foot_site_ids(model: mujoco.MjModel) -> list[int]:
-    """Ids of the MJCF's ``left_foot`` / ``right_foot`` sites, in :data:`FEET` order."""
-    return [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, f"{s}_foot") for s in FEET]
-
-
-def standing_qpos(model: mujoco.MjModel, default_joints: np.ndarray) -> tuple[np.ndarray, float]:
-    """The standing ``qpos`` and the foot sites' mean height in it.
-
-    ``qpos``: upright pelvis at the height that puts the lowest foot sphere on the floor with
-    the joints at ``default_joints``; the site height is what the task subtracts from a foot's
-    height (its height above the floor when standing).
-    """
-    data = mujoco.MjData(model)
-    data.qpos[:] = 0.0
-    data.qpos[3] = 1.0
-    data.qpos[7:] = default_joints
-    mujoco.mj_kinematics(model, data)
-    sphere_ids = [
-        mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, f"{s}_foot_sphere{i}")
-        for s in FEET
-        for i in range(len(_FOOT_SPHERES))
-    ]
-    sole = float(np.min(data.geom_xpos[sphere_ids, 2])) - _FOOT_SPHERE_RADIUS
-    qpos0 = data.qpos.copy()
-    qpos0[2] = -sole
-    data.qpos[:] = qpos0
-    mujoco.mj_kinematics(model, data)
-    site_rest_height = float(np.mean(data.site_xpos[foot_site_ids(model), 2]))
-    return qpos0, site_rest_height
+def sensor_slices(model: mujoco.MjModel) -> dict[str, slice]:
+    """Each sensor's ``[start, stop)`` in ``sensordata``, by name."""
+    return {
+        model.sensor(i).name: slice(
+            int(model.sensor_adr[i]), int(model.sensor_adr[i] + model.sensor_dim[i])
+        )
+        for i in range(model.nsensor)
+    }

