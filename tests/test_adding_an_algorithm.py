@@ -1,4 +1,4 @@
-"""The README's "adding an algorithm" holds: one registry row (tests/toy_algo.py's DDPG, its
+"""docs/layout.md's "adding an algorithm" holds: one registry row (tests/toy_algo.py's DDPG, its
 config class, maker and torch actor) is all the core needs to train it from Python and from
 the command line's parser, checkpoint it, load its policy and export it, checked."""
 

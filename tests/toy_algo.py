@@ -1,4 +1,4 @@
-"""A third algorithm added the way the README says (a config class, a ``make_<name>``, one
+"""A third algorithm added the way docs/layout.md says (a config class, a ``make_<name>``, one
 registry row naming them and a torch actor), for tests/test_adding_an_algorithm.py.
 
 DDPG with a distributional critic: FastTD3's networks and update without clipped double Q,
