@@ -214,6 +214,11 @@ class G1WalkFlat(Task):
     """The reference G1WalkFlat (module docstring)."""
 
     reward_bounds = (-1.0, 0.4)
+    reset_forward = True  # the reset observation reads sensors
+    model_fields = ("actuator_gainprm", "actuator_biasprm")
+    persistent_state = ("penalty_scale", "mean_episode_length")
+    solver_warmstart = False
+    float32_state = True
 
     @property
     def velocity_tracking(self) -> VelocityTracking:
@@ -222,12 +227,6 @@ class G1WalkFlat(Task):
             "tracking_lin_vel", c.w_tracking_lin_vel * self.control_dt, c.tracking_sigma,
             slice(93, 96),
         )  # fmt: skip
-
-    reset_forward = True  # the reset observation reads sensors
-    model_fields = ("actuator_gainprm", "actuator_biasprm")
-    persistent_state = ("penalty_scale", "mean_episode_length")
-    solver_warmstart = False
-    float32_state = True
 
     def __init__(self, config: G1WalkFlatConfig | None = None) -> None:
         super().__init__(config or G1WalkFlatConfig())

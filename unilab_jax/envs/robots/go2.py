@@ -163,14 +163,6 @@ class Go2JoystickFlat(Task):
 
     reward_bounds = (-0.6, 0.1)
 
-    @property
-    def velocity_tracking(self) -> VelocityTracking:
-        c = self.config
-        return VelocityTracking(
-            "tracking_lin_vel", c.w_tracking_lin_vel * self.control_dt, c.tracking_sigma,
-            slice(42, 45),
-        )  # fmt: skip
-
     reset_forward = True  # the reset observation reads sensors
     solver_warmstart = False
     float32_state = True
@@ -184,6 +176,14 @@ class Go2JoystickFlat(Task):
     )
     #: The gait clock and the push schedule belong to the batch, not to an episode.
     persistent_state = ("phase", "feet_phase", "step_counter", "push_force")
+
+    @property
+    def velocity_tracking(self) -> VelocityTracking:
+        c = self.config
+        return VelocityTracking(
+            "tracking_lin_vel", c.w_tracking_lin_vel * self.control_dt, c.tracking_sigma,
+            slice(42, 45),
+        )  # fmt: skip
 
     def __init__(self, config: Go2JoystickFlatConfig | None = None) -> None:
         super().__init__(config or Go2JoystickFlatConfig())
