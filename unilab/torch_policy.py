@@ -14,7 +14,6 @@ hyperparameters.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +111,7 @@ def read_torch_policy(file: Path) -> Policy:
     spec = torch_spec.core
     algo_config = spec.config_cls(**settings_from_json(meta["config"]["algo"]))
     dims = int(meta["obs_dim"]), int(meta["critic_obs_dim"]), int(meta["action_dim"])
-    learner = _torch_learner(torch_spec.learner_cls, algo_config, *dims)
+    learner = _torch_learner(torch_spec.name, algo_config, *dims)
     learner.load_state_dict(saved)
     agent = spec.make_agent(algo_config, *dims, axis_name=None)
     # Every leaf of the agent state has a row in the converter's table (what it leaves out is
@@ -134,22 +133,15 @@ def read_torch_policy(file: Path) -> Policy:
 
 
 def _torch_learner(
-    learner_cls: type, algo_config: Any, obs_dim: int, critic_obs_dim: int, action_dim: int
+    algo: str, algo_config: Any, obs_dim: int, critic_obs_dim: int, action_dim: int
 ) -> Any:
-    """A CPU learner of ``learner_cls`` with the layout of ``algo_config``: the constructor
-    takes the config's fields by name, TD3's exploration range as log-stds."""
-    import inspect
-    import math
+    """A CPU learner of ``algo`` with exactly ``algo_config``'s hyperparameters (never a facade
+    class default: ``registry.build_learner``), built to read a checkpoint: without symmetry
+    (acting needs no mirror map; the agent gets ``algo_config`` itself)."""
+    from unilab.algos.torch.registry import build_learner
 
-    values = dataclasses.asdict(algo_config)
-    for name in ("std_min", "std_max"):  # FastTD3Learner(log_std_min=..., log_std_max=...)
-        if name in values:
-            values[f"log_{name}"] = math.log(values.pop(name))
-    accepted = inspect.signature(learner_cls).parameters
-    kwargs = {k: v for k, v in values.items() if k in accepted}
-    return learner_cls(
-        obs_dim=obs_dim, action_dim=action_dim, critic_obs_dim=critic_obs_dim, **kwargs
-    )
+    acting = {"use_symmetry": False} if getattr(algo_config, "use_symmetry", False) else {}
+    return build_learner(algo, algo_config, obs_dim, critic_obs_dim, action_dim, **acting)
 
 
 READER = PolicyReader("torch", find_torch_checkpoint, read_torch_policy)

@@ -161,12 +161,6 @@ def speed(args: argparse.Namespace) -> None:
         )
 
 
-# Where each robot's actor observation holds the velocity command (vx, vy, yaw rate): the
-# modules' docstrings give the layouts.
-COMMAND_SLICE = {"G1WalkFlat": slice(93, 96), "Go1JoystickFlat": slice(42, 45),
-                 "Go2JoystickFlat": slice(42, 45)}  # fmt: skip
-
-
 def walking_figures(env: str, policies: dict[str, tuple], episodes: int, seed: int) -> dict:
     """Walking, defined from the task's own numbers, for each ``name: (act, agent_state)``:
     one deterministic 1000-step episode in each of ``episodes`` envs on C MuJoCo, commands
@@ -180,11 +174,11 @@ def walking_figures(env: str, policies: dict[str, tuple], episodes: int, seed: i
     from unilab_jax.envs.vec_env import MujocoVecEnv
 
     task = make_task(env)
-    weight, sigma = task.config.w_tracking_lin_vel, task.config.tracking_sigma
-    cmd = COMMAND_SLICE[env]
+    tracking = task.velocity_tracking  # the component, its maximum, sigma, the command's slice
+    weight, sigma, cmd = tracking.max_per_step, tracking.sigma, tracking.command
 
     def per_step(obs, state):
-        r = np.maximum(state.info["components"]["reward/tracking_lin_vel"] / weight, 1e-30)
+        r = np.maximum(state.info["components"][f"reward/{tracking.component}"] / weight, 1e-30)
         command = obs["obs"][:, cmd]
         return {
             "lin_vel_error": np.sqrt(np.maximum(-sigma * np.log(r), 0.0)),
@@ -199,7 +193,7 @@ def walking_figures(env: str, policies: dict[str, tuple], episodes: int, seed: i
             parts = ep["components"]
             out[name] = {
                 "time_limit_rate": float(np.mean(ep["time_limit"])),
-                "tracking_share": float(np.mean(parts["reward/tracking_lin_vel"]) / weight),
+                "tracking_share": float(np.mean(parts[f"reward/{tracking.component}"]) / weight),
                 "lin_vel_error": float(np.mean(parts["lin_vel_error"])),
                 "mean_return": float(np.mean(ep["returns"])),
                 "mean_length": float(np.mean(ep["lengths"])),
@@ -307,12 +301,12 @@ def facade_runner(env_name: str, algo: str, train_set: dict, algo_set: dict) -> 
     """``(runner, config)``: the facade's ``OffPolicyRunner`` (``sim_backend="mujoco"``: a
     collector process on C MuJoCo, the torch learner) at the core's cpu preset for ``env_name``
     and ``algo`` with ``train_set`` / ``algo_set`` over it, the learner built with the core's
-    resolved values (value support included)."""
-    import dataclasses
+    resolved values (value support included): every hyperparameter from the core's config
+    (``build_learner``), never a facade class default (the reference's, which differ)."""
     import inspect
 
     from unilab.algos.torch.offpolicy import OffPolicyRunner
-    from unilab.algos.torch.registry import TORCH_ALGOS
+    from unilab.algos.torch.registry import TORCH_ALGOS, build_learner
     from unilab_jax.envs import load
     from unilab_jax.presets import preset_configs
     from unilab_jax.trainer import resolve_algo_config
@@ -322,11 +316,12 @@ def facade_runner(env_name: str, algo: str, train_set: dict, algo_set: dict) -> 
     )
     env = load(env_name)
     cfg = resolve_algo_config(algo, env, settings)
-    cls = TORCH_ALGOS[algo].learner_cls
-    accepted = set(inspect.signature(cls.__init__).parameters)
-    kwargs = {k: v for k, v in dataclasses.asdict(cfg).items() if k in accepted}
+    accepted = set(inspect.signature(TORCH_ALGOS[algo].learner_cls).parameters)
     extra = {"num_envs": config.num_envs} if "num_envs" in accepted else {}
-    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **extra, **kwargs)
+    if getattr(cfg, "use_symmetry", False):
+        extra["mirror"] = env.mirror
+    dims = env.obs_size["obs"], env.obs_size["critic"], env.action_size
+    learner = build_learner(algo, cfg, *dims, **extra)
     runner = OffPolicyRunner(
         learner, env_name, algo, num_envs=config.num_envs,
         replay_buffer_n=config.replay_buffer_n, batch_size=config.batch_size,

@@ -41,13 +41,14 @@ POLICY_FREQUENCY = {"sac": 4, "td3": 2}
 
 
 def make_learner(algo: str, seed: int):
-    from unilab.algos.torch.fast_sac.learner import FastSACLearner
-    from unilab.algos.torch.fast_td3.learner import FastTD3Learner
+    """The core's config of ``algo`` with ``NETS`` (every value explicit: the facade's class
+    defaults are the reference's, not the core's)."""
+    from unilab.algos.torch.registry import build_learner, get_torch_algo
 
     torch.manual_seed(seed)
-    if algo == "sac":
-        return FastSACLearner(3, 1, 3, **NETS)
-    return FastTD3Learner(3, 1, 3, num_envs=RUN["num_envs"], **NETS)
+    config = get_torch_algo(algo).core.config_cls(**NETS)
+    extra = {"num_envs": RUN["num_envs"]} if algo == "td3" else {}
+    return build_learner(algo, config, 3, 3, 1, **extra)
 
 
 def run_one(algo: str, path: str, seed: int, env_steps: int, save_every: int) -> dict:

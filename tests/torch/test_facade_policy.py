@@ -37,7 +37,8 @@ torch.set_num_threads(1)  # 2 cores shared with the collector process
 
 ENV = "PendulumSwingup"  # obs 3, action 1
 SHORT = {"episode_length": 5}
-NETS = dict(actor_hidden_dim=16, critic_hidden_dim=32, num_atoms=11)  # tests/tiny.py TINY_SAC
+# tests/tiny.py TINY_SAC, with the core's normaliser (the facade's default is the reference's: none)
+NETS = dict(actor_hidden_dim=16, critic_hidden_dim=32, num_atoms=11, obs_normalization=True)
 RUN = dict(
     num_envs=8, replay_buffer_n=16, batch_size=32, learning_starts=3, updates_per_step=2,
     policy_frequency=2, actor_hidden_dim=16, seed=0, env_cfg_override=SHORT,

@@ -38,7 +38,7 @@ class _Learner:
 
 
 class _PrivRuntime(OffPolicyRuntime):
-    def build_model_kwargs(self, obs_dim: int, critic_obs_dim: int) -> dict:
+    def build_model_kwargs(self, *, obs_dim: int, critic_obs_dim: int) -> dict:
         return {"priv_info_dim": critic_obs_dim - obs_dim}
 
 
@@ -75,17 +75,38 @@ def _attr_cfg(**algo):
 CFG_STYLES = pytest.mark.parametrize("make_cfg", [_dict_cfg, _attr_cfg], ids=["dict", "attr"])
 
 
-def test_runtime_defaults_and_frozen():
-    rt = OffPolicyRuntime(learner_cls=_Learner, algo_type="sac")
-    assert rt.actor_kwargs == {}
-    assert rt.supports_symmetry is False
-    assert rt.build_model_kwargs(10, 13) == {}
+def test_runtime_defaults_are_the_references_and_frozen():
+    """All fields optional (the reference's): the empty runtime changes nothing of the standard
+    SAC path; `build_model_kwargs` is keyword-only and returns a copy of `actor_kwargs`."""
+    rt = OffPolicyRuntime()
+    assert rt.learner_cls is None and rt.algo_type is None
+    assert rt.actor_kwargs == {} and rt.supports_symmetry is True
+    assert rt.build_model_kwargs(obs_dim=4, critic_obs_dim=6) == {}
+    with pytest.raises(TypeError):
+        rt.build_model_kwargs(4, 6)  # the reference's signature is keyword-only
+    sized = OffPolicyRuntime(learner_cls=_Learner, algo_type="sac", actor_kwargs={"k": 1})
+    built = sized.build_model_kwargs(obs_dim=10, critic_obs_dim=13)
+    assert built == {"k": 1} and built is not sized.actor_kwargs
     # default_factory: no shared mutable default between instances
-    assert OffPolicyRuntime(learner_cls=_Learner, algo_type="td3").actor_kwargs is not (
-        rt.actor_kwargs
-    )
+    assert OffPolicyRuntime().actor_kwargs is not rt.actor_kwargs
     with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         rt.algo_type = "td3"
+
+
+def test_resolver_reads_the_algo_section_itself_as_the_references_script_passes_it(fake_mod):
+    section = {"runtime_resolver": f"{FAKE_MOD}:resolve", "runtime_impl": "fake_sac"}
+    rt = resolve_custom_offpolicy_runtime(section)
+    assert isinstance(rt, OffPolicyRuntime) and rt.algo_type == "fake_sac"
+    assert fake_mod.calls == [section]
+    assert resolve_custom_offpolicy_runtime({"runtime_resolver": None}) is None
+    with pytest.raises(ValueError, match="runtime_impl='hora_sac'.*runtime_resolver"):
+        resolve_custom_offpolicy_runtime({"runtime_impl": "hora_sac"})
+
+
+def test_resolver_returning_none_raises_value_error(fake_mod):
+    fake_mod.resolve_none = lambda rl_cfg: None
+    with pytest.raises(ValueError, match="returned None"):
+        resolve_custom_offpolicy_runtime(_dict_cfg(runtime_resolver=f"{FAKE_MOD}:resolve_none"))
 
 
 @CFG_STYLES
@@ -97,7 +118,7 @@ def test_resolver_forms(fake_mod, make_cfg, ref):
     assert rt.learner_cls is _Learner
     assert rt.algo_type == "fake_sac"
     assert rt.actor_kwargs == {"k": 1}
-    assert rt.build_model_kwargs(98, 101) == {"priv_info_dim": 3}
+    assert rt.build_model_kwargs(obs_dim=98, critic_obs_dim=101) == {"priv_info_dim": 3}
     assert fake_mod.calls == [cfg]  # called once, with the whole rl_cfg
 
 

@@ -19,6 +19,7 @@ from unilab.algos.torch.evaluation import evaluate_actor
 from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.offpolicy import MultiGPUOffPolicyRunner, OffPolicyRunner
+from unilab.algos.torch.registry import build_learner, get_torch_algo
 from unilab_jax.config import ConfigError
 
 pytestmark = pytest.mark.timeout(600)
@@ -33,7 +34,9 @@ TINY_RUN = dict(
 
 
 def tiny_sac(**kwargs) -> FastSACLearner:
-    return FastSACLearner(3, 1, 3, **{**TINY, **kwargs})
+    """A small FastSAC with the core's normaliser on (the facade's default is the reference's:
+    none)."""
+    return FastSACLearner(3, 1, 3, **{"obs_normalization": True, **TINY, **kwargs})
 
 
 def actor_params(learner) -> list[torch.Tensor]:
@@ -59,10 +62,9 @@ def test_learn_improves_pendulum_return(algo, sim_backend, tmp_path):
     walking Go1); ``test_offpolicy_jax_backend.py`` proves that dispatch for both algorithms
     (weights trained, written back, checkpoints loading), so it is not repeated here."""
     nets = dict(actor_hidden_dim=64, critic_hidden_dim=128, v_min=-5.0, v_max=40.0)
-    if algo == "sac":
-        learner = FastSACLearner(3, 1, 3, **nets)
-    else:
-        learner = FastTD3Learner(3, 1, 3, num_envs=32, **nets)
+    # The core's hyperparameters (the facade's class defaults are the reference's).
+    config = get_torch_algo(algo).core.config_cls(**nets)
+    learner = build_learner(algo, config, 3, 3, 1, **({"num_envs": 32} if algo == "td3" else {}))
     before = evaluate_actor(learner, ENV)
     runner = OffPolicyRunner(
         learner, ENV, algo, num_envs=32, replay_buffer_n=1000, batch_size=256,
@@ -195,7 +197,7 @@ def test_obs_statistics_come_from_every_collected_row(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"algo_type": "ppo"}, r"unknown algo_type 'ppo'; supported: 'sac', 'td3'"),
+        ({"algo_type": "ppo"}, r"Unsupported off-policy algo_type 'ppo'; supported: 'sac', 'td3'"),
         ({"sim_backend": "warp"}, r"unknown sim_backend 'warp'; supported: 'mujoco', 'mjx'"),
         ({"batch_size": 0}, r"batch_size must be a positive integer"),
         ({"learning_starts": 100}, r"raise replay_buffer_n"),
@@ -228,9 +230,7 @@ def test_unknown_env_lists_the_known_ones():
 def test_validate_capabilities():
     validate = MultiGPUOffPolicyRunner.validate_capabilities
     validate(algo_type="sac", learner_kwargs={"use_symmetry": True}, num_gpus=1)  # fallback
-    with pytest.raises(ValueError, match="use_symmetry=False"):
-        validate(algo_type="sac", learner_kwargs={"use_symmetry": True}, num_gpus=2)
-    with pytest.raises(ValueError, match="unknown algo_type 'ppo'"):
+    with pytest.raises(ValueError, match="Unsupported off-policy algo_type 'ppo'"):
         validate(algo_type="ppo", learner_kwargs={}, num_gpus=2)
     with pytest.raises(ValueError, match="must not set device"):
         validate(algo_type="sac", learner_kwargs={"device": "cpu"}, num_gpus=2)
@@ -333,6 +333,7 @@ def test_two_gloo_learners_on_half_batches_equal_one_learner_on_the_whole(algo, 
         "actions": torch.rand(rows, 1) * 2 - 1, "rewards": torch.randn(rows),
         "dones": (torch.rand(rows) < 0.2).float(), "truncated": (torch.rand(rows) < 0.1).float(),
     }  # fmt: skip
+    batch["critic"], batch["next_critic"] = batch["obs"], batch["next_obs"]
     noise = torch.randn(rows, 1)
     payload = {"state": learner.get_state_dict(), "batch": batch, "noise": noise}
     with socket.socket() as s:

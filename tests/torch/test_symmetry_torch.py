@@ -84,47 +84,65 @@ def test_td3_symmetric_update_matches_jax(update):
 
 def test_symmetric_batch_mirrors_the_first_half_and_repeats_the_rest():
     batch = toy_batch(2, batch_size=6)
-    del batch["critic"], batch["next_critic"]  # the learner falls back to obs
     out = symmetric_batch(MIRROR, batch)
     assert set(out) == set(batch)
     index, sign = list(_OBS.index), torch.tensor(_OBS.sign)
     torch.testing.assert_close(out["obs"][3:], batch["obs"][:3, index] * sign)
     torch.testing.assert_close(out["obs"][:3], batch["obs"][:3])
     torch.testing.assert_close(out["rewards"], batch["rewards"][:3].repeat(2))
-    with pytest.raises(ValueError, match="must be even"):
+    with pytest.raises(ValueError, match="must be a multiple of 2"):
         symmetric_batch(MIRROR, toy_batch(2, batch_size=5))
 
 
-def test_symmetric_learner_needs_a_mirror_of_its_sizes_to_update():
-    learner = sac_tests.make_learner(0, use_symmetry=True)  # builds: a checkpoint's policy
-    assert learner.config.use_symmetry
-    with pytest.raises(ValueError, match="needs the task's mirror map"):
-        learner.update_critic(toy_batch(0))
+def test_symmetric_learner_needs_a_mirror_of_its_sizes_at_construction():
+    """As the reference's FastSAC: use_symmetry=True without its maps fails when the learner
+    is built, not at its first update (FastTD3 likewise, with the task's mirror map)."""
+    with pytest.raises(ValueError, match="use_symmetry=True requires a symmetry_augmentation"):
+        sac_tests.make_learner(0, use_symmetry=True)
+    with pytest.raises(ValueError, match="FastTD3Learner use_symmetry=True requires mirror="):
+        td3_tests.make_learner(0, use_symmetry=True)
     with pytest.raises(ValueError, match="obs maps 5 entries for size 4"):
         FastSACLearner(4, ACT, CRITIC, use_symmetry=True, mirror=MIRROR)
+    with pytest.raises(ValueError, match="not both"):
+        sac_tests.make_learner(0, use_symmetry=True, mirror=MIRROR, symmetry_augmentation=object())
+
+
+# A map of PendulumSwingup's sizes (obs 3, critic 3, action 1): a task without a mirror map.
+_PENDULUM_MIRROR = MirrorMap(
+    obs=signs(1.0, -1.0, -1.0),
+    critic=signs(1.0, -1.0, -1.0),
+    action=signs(-1.0),
+    qpos=signs(-1.0),
+    qvel=signs(-1.0),
+)
 
 
 def test_torch_runner_refuses_symmetry_on_a_task_without_a_mirror():
-    learner = FastSACLearner(3, 1, 3, actor_hidden_dim=16, critic_hidden_dim=16, use_symmetry=True)
-    with pytest.raises(ConfigError, match="PendulumSwingup declares no mirror map.*G1WalkFlat"):
+    learner = FastSACLearner(
+        3, 1, 3, actor_hidden_dim=16, critic_hidden_dim=16, use_symmetry=True,
+        mirror=_PENDULUM_MIRROR,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="PendulumSwingup declares no mirror map"):
         OffPolicyRunner(learner, "PendulumSwingup", "sac", num_envs=2, batch_size=8)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mjlab") is None, reason="needs mjlab (G1 model)")
-def test_torch_runner_gives_a_symmetric_learner_the_tasks_mirror():
+def test_torch_runner_checks_a_symmetric_learners_mirror_against_the_task():
     from unilab_jax.envs import load
 
-    def learner(**kwargs):
+    task_mirror = load("G1WalkFlat").mirror
+
+    def learner(mirror):
         sizes = dict(actor_hidden_dim=16, critic_hidden_dim=16)
-        return FastSACLearner(98, 29, 101, use_symmetry=True, **sizes, **kwargs)
+        return FastSACLearner(98, 29, 101, use_symmetry=True, mirror=mirror, **sizes)
 
     runner_kwargs = dict(num_envs=2, replay_buffer_n=8, actor_hidden_dim=16)
-    symmetric = learner()
+    symmetric = learner(task_mirror)
     OffPolicyRunner(symmetric, "G1WalkFlat", "sac", batch_size=8, **runner_kwargs)
-    assert symmetric.mirror == load("G1WalkFlat").mirror
+    assert symmetric.mirror == task_mirror
     with pytest.raises(ConfigError, match="batch_size a multiple of 2"):
-        OffPolicyRunner(learner(), "G1WalkFlat", "sac", batch_size=7, **runner_kwargs)
-    mirror = symmetric.mirror
-    wrong = MirrorMap(mirror.obs, mirror.critic, mirror.action, mirror.qvel, mirror.qvel)
+        OffPolicyRunner(learner(task_mirror), "G1WalkFlat", "sac", batch_size=7, **runner_kwargs)
+    m = task_mirror
+    wrong = MirrorMap(m.obs, m.critic, m.action, m.qvel, m.qvel)
     with pytest.raises(ValueError, match="mirror map is not G1WalkFlat's"):
-        OffPolicyRunner(learner(mirror=wrong), "G1WalkFlat", "sac", batch_size=8, **runner_kwargs)
+        OffPolicyRunner(learner(wrong), "G1WalkFlat", "sac", batch_size=8, **runner_kwargs)

@@ -10,7 +10,8 @@ from unilab.algos.torch.common.networks import categorical_projection
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
 from unilab.algos.torch.fast_sac import FastSACLearner
 from unilab.algos.torch.fast_sac.learner import SACActor, sample_tanh_gaussian
-from unilab.algos.torch.registry import actor_kwargs_from_learner
+from unilab.algos.torch.registry import actor_kwargs_from_learner, learner_kwargs_from_config
+from unilab_jax.algos.hyperparams import SACConfig
 
 # Tiny networks: one intra-op thread is fastest, and immune to spin-wait stalls on shared cores.
 torch.set_num_threads(1)
@@ -28,9 +29,14 @@ KWARGS = dict(
 )
 
 
+# The core's defaults (`SACConfig`), which these tests hold the learner to; the facade's class
+# defaults are the reference's (no observation normaliser).
+CORE = learner_kwargs_from_config("sac", SACConfig())
+
+
 def make_learner(seed=0, **overrides):
     torch.manual_seed(seed)
-    return FastSACLearner(OBS, ACT, CRITIC, "cpu", **{**KWARGS, **overrides})
+    return FastSACLearner(OBS, ACT, CRITIC, "cpu", **{**CORE, **KWARGS, **overrides})
 
 
 def toy_batch(seed, batch_size=16, **overrides):

@@ -17,7 +17,8 @@ from test_torch_sac import (
 
 from unilab.algos.torch.fast_td3 import FastTD3Learner, TD3Actor
 from unilab.algos.torch.fast_td3.learner import cdq_target
-from unilab.algos.torch.registry import actor_kwargs_from_learner
+from unilab.algos.torch.registry import actor_kwargs_from_learner, learner_kwargs_from_config
+from unilab_jax.algos.hyperparams import TD3Config
 
 torch.set_num_threads(1)  # see test_torch_sac
 
@@ -25,9 +26,14 @@ KWARGS = dict(actor_hidden_dim=32, critic_hidden_dim=32, num_atoms=11, v_min=-5.
 STD_MIN, STD_MAX = math.exp(-1.6), math.exp(-0.22)
 
 
+# The core's defaults (`TD3Config`), which these tests hold the learner to; the facade's class
+# defaults are the reference's.
+CORE = learner_kwargs_from_config("td3", TD3Config())
+
+
 def make_learner(seed=0, **overrides):
     torch.manual_seed(seed)
-    return FastTD3Learner(OBS, ACT, CRITIC, "cpu", **{**KWARGS, **overrides})
+    return FastTD3Learner(OBS, ACT, CRITIC, device="cpu", **{**CORE, **KWARGS, **overrides})
 
 
 def test_checkpoint_has_the_reference_keys_plus_the_critic_normalizer():

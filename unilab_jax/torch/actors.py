@@ -248,7 +248,7 @@ class _TD3ActorMethods(_ActorMethods):
 
     def __init__(
         self,
-        n_obs: int,
+        obs_dim: int,
         n_act: int,
         num_envs: int = 1,
         init_scale: float = _TD3.init_scale,
@@ -259,7 +259,8 @@ class _TD3ActorMethods(_ActorMethods):
         noise_correlation: float = _TD3.noise_correlation,
     ) -> None:
         super().__init__()
-        layers = hidden_layers(n_obs, hidden_dim, "relu", False, norm_slot=False, device=device)
+        # `obs_dim`: the reference's name for the first argument (`TD3Actor(obs_dim=...)`).
+        layers = hidden_layers(obs_dim, hidden_dim, "relu", False, norm_slot=False, device=device)
         self.net = nn.Sequential(*layers)
         self.fc_mu = nn.Sequential(nn.Linear(hidden_dim // 4, n_act, device=device), nn.Tanh())
         nn.init.normal_(self.fc_mu[0].weight, 0.0, init_scale)

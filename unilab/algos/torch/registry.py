@@ -9,11 +9,23 @@ pull in flax) and the exploration policy the collector samples from.
 
 Adding an algorithm means one entry here (plus one in the core's table); the runners, the
 collector, the ``"mjx"`` dispatch and the multi-learner path all read it.
+
+Names: ``get_torch_algo`` also takes the reference's spellings of a name (``ALGO_ALIASES``:
+``"flashsac"`` for ``"flash_sac"``), so every facade entry point that takes an ``algo_type``
+(the runners, ``validate_capabilities``, the collector's ``sample_offpolicy_actions``) accepts
+them; ``spec.name`` is the canonical name the core and the checkpoints use.
+
+``learner_kwargs_from_config`` / ``build_learner`` build a learner whose hyperparameters are
+exactly a core config's: every field is passed explicitly, so the facade's class defaults (the
+reference's, which differ from the core's presets on purpose) never reach a learner built for
+one of our runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,11 +40,14 @@ from unilab.algos.torch.flash_sac.learner import FlashSACActor, FlashSACLearner
 from unilab_jax.algos.registry import AlgoSpec, get_algo
 
 __all__ = [
+    "ALGO_ALIASES",
     "TORCH_ALGOS",
     "TorchAlgoSpec",
     "actor_kwargs_from_learner",
     "build_actor",
+    "build_learner",
     "get_torch_algo",
+    "learner_kwargs_from_config",
 ]
 
 
@@ -142,14 +157,55 @@ TORCH_ALGOS: dict[str, TorchAlgoSpec] = {
 }  # fmt: skip
 
 
+#: The reference's spellings of our algorithm names (its hydra group and ``algo_type``).
+ALGO_ALIASES: dict[str, str] = {"flashsac": "flash_sac"}
+
+
 def get_torch_algo(algo_type: str) -> TorchAlgoSpec:
-    """The spec of ``algo_type``; an unknown name raises ``ValueError`` listing the known ones."""
+    """The spec of ``algo_type`` (a name of ``TORCH_ALGOS`` or of ``ALGO_ALIASES``); an unknown
+    name raises ``ValueError`` in the reference's words, listing the known ones."""
     try:
-        return TORCH_ALGOS[algo_type]
+        return TORCH_ALGOS[ALGO_ALIASES.get(algo_type, algo_type)]
     except (KeyError, TypeError):
+        known = ", ".join(map(repr, TORCH_ALGOS))
+        aliases = ", ".join(f"{alias!r} for {name!r}" for alias, name in ALGO_ALIASES.items())
         raise ValueError(
-            f"unknown algo_type {algo_type!r}; supported: {', '.join(map(repr, TORCH_ALGOS))}"
+            f"Unsupported off-policy algo_type {algo_type!r}; supported: {known} (also {aliases})"
         ) from None
+
+
+def learner_kwargs_from_config(algo_type: str, config: Any) -> dict[str, Any]:
+    """The learner's keyword arguments that reproduce ``config`` (the algorithm's core config,
+    e.g. a ``TD3Config``) field for field: every field the learner takes, TD3's exploration
+    range as log-stds (``log_std_min`` / ``log_std_max``)."""
+    learner_cls = get_torch_algo(algo_type).learner_cls
+    values = dataclasses.asdict(config)
+    for name in ("std_min", "std_max"):
+        if name in values:
+            values[f"log_{name}"] = math.log(values.pop(name))
+    accepted = inspect.signature(learner_cls).parameters
+    missing = sorted(set(values) - set(accepted) - {"betas"})  # betas: fixed, not an argument
+    if missing:
+        raise TypeError(f"{learner_cls.__name__} takes no {missing} (from {type(config).__name__})")
+    return {name: value for name, value in values.items() if name in accepted}
+
+
+def build_learner(
+    algo_type: str,
+    config: Any,
+    obs_dim: int,
+    critic_obs_dim: int,
+    action_dim: int,
+    **kwargs: Any,
+) -> Any:
+    """A learner of ``algo_type`` with exactly ``config``'s hyperparameters
+    (``learner_kwargs_from_config``); ``kwargs``: the rest (``device``, ``num_envs``,
+    ``mirror``, ...), which also override a config field of the same name."""
+    learner_cls = get_torch_algo(algo_type).learner_cls
+    settings = {**learner_kwargs_from_config(algo_type, config), **kwargs}
+    return learner_cls(
+        obs_dim=obs_dim, action_dim=action_dim, critic_obs_dim=critic_obs_dim, **settings
+    )
 
 
 def build_actor(

@@ -1,5 +1,6 @@
 """Pieces shared by the torch FastSAC and FastTD3 learners, re-exported.
 
+- `batch`: the batch contract (the keys an update reads; `MissingBatchKeyError`, a `KeyError`).
 - `networks`: the C51 critic networks and maths (`categorical_projection`, ...).
 - `normalization`: the observation normaliser `EmpiricalNormalization`.
 - `updates`: the optimisation mechanics (`guarded_step`, `polyak_update`, `metrics_to_floats`)

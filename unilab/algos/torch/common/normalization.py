@@ -31,6 +31,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from unilab.algos.torch.common.batch import CRITIC_BATCH_KEYS, require_batch_keys
 from unilab.algos.torch.common.networks import bootstrap_mask
 from unilab_jax.algos.normalizer import NORMALIZER_EPS
 
@@ -112,19 +113,40 @@ class ObsNormalizingLearner:
             self.obs_normalizer.update(obs)
             self.critic_normalizer.update(obs if critic is None else critic)
 
-    def _normalized(self, batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        obs, next_obs = batch["obs"], batch["next_obs"]
-        critic = batch.get("critic", obs)
-        next_critic = batch.get("next_critic", next_obs)
-        dones = batch["dones"].reshape(-1)
-        truncated = batch.get("truncated", torch.zeros_like(dones)).reshape(-1)
+    def normalize_obs(self, obs: torch.Tensor, update: bool = False) -> torch.Tensor:
+        """Actor inputs `obs [M, obs_dim]` normalised with the running statistics (the
+        reference's method); `update=True` first merges `obs` into the actor-input statistics
+        (only those: `update_normalizers` feeds both). Without `obs_normalization`, `obs`."""
+        if not isinstance(self.obs_normalizer, EmpiricalNormalization):
+            return obs
+        if update:
+            self.obs_normalizer.update(obs)
         with torch.no_grad():
-            return {
-                "obs": self.obs_normalizer(obs),
-                "next_obs": self.obs_normalizer(next_obs),
-                "critic": self.critic_normalizer(critic),
-                "next_critic": self.critic_normalizer(next_critic),
-                "actions": batch["actions"],
-                "rewards": batch["rewards"].reshape(-1).to(torch.float32),
-                "bootstrap": bootstrap_mask(dones, truncated),
-            }
+            return self.obs_normalizer(obs)
+
+    def _normalized(
+        self, batch: Mapping[str, torch.Tensor], keys: tuple[str, ...] = CRITIC_BATCH_KEYS
+    ) -> dict[str, torch.Tensor]:
+        """The entries ``keys`` of ``batch`` as the losses read them: observations normalised,
+        rewards ``[B]`` float32 and, from ``dones`` / ``truncated``, the ``bootstrap`` mask.
+        A missing key raises ``MissingBatchKeyError`` (``common.batch``)."""
+        require_batch_keys(batch, keys, type(self).__name__)
+        normalizers = {
+            "obs": self.obs_normalizer,
+            "next_obs": self.obs_normalizer,
+            "critic": self.critic_normalizer,
+            "next_critic": self.critic_normalizer,
+        }
+        out: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for key in keys:
+                if key in normalizers:
+                    out[key] = normalizers[key](batch[key])
+                elif key == "rewards":
+                    out[key] = batch[key].reshape(-1).to(torch.float32)
+                elif key not in ("dones", "truncated"):
+                    out[key] = batch[key]
+            if "dones" in keys:
+                dones = batch["dones"].reshape(-1)
+                out["bootstrap"] = bootstrap_mask(dones, batch["truncated"].reshape(-1))
+        return out

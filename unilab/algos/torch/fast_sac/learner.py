@@ -10,24 +10,36 @@ decay, i.e. Adam). Per actor step: `mean(alpha * logpi - mean_i Q_i(s, a))`.
 
 The update maths is a transcription of `unilab_jax.algos.sac` (same formulas, same operation
 order, same 1e-6 constants); `unilab.algos.torch.convert` moves weights, optimiser moments and
-normaliser statistics between the two exactly. Defaults are `SACConfig`'s, which the learner
-keeps as `config`.
+normaliser statistics between the two exactly. The learner keeps its hyperparameters as a
+`SACConfig` (`config`).
+
+The constructor is the reference's (its parameters, order and defaults; then ours:
+`obs_normalization`, `noise_correlation`, `mirror`). Its defaults are the reference's class
+defaults, which are `SACConfig`'s except `obs_normalization`: off here, as the reference's
+FastSAC has no normaliser, on in the core's config and presets. A learner built for one of our
+runs takes every value from its config (`unilab.algos.torch.registry.build_learner`). A batch
+without a key an update reads raises `common.batch.MissingBatchKeyError` (a `KeyError`), as
+the reference; `use_symmetry=True` without `mirror` or `symmetry_augmentation` fails here, at
+construction; an `amp_dtype` other than auto / fp16 / bf16 too (`resolve_amp_dtype`), on every
+device.
 
 Deliberate deviations from the reference, all matching the JAX core:
-- `obs_normalization=True` really normalises: one `EmpiricalNormalization` for actor inputs
-  (`obs_normalizer`) and one for critic inputs (`critic_normalizer`); the reference flag was a
-  no-op. Statistics change only through `update_normalizers(obs, critic)`, which the runner
+- `obs_normalization=True` (ours) really normalises: one `EmpiricalNormalization` for actor
+  inputs (`obs_normalizer`) and one for critic inputs (`critic_normalizer`); the reference had
+  none. Statistics change only through `update_normalizers(obs, critic)`, which the runner
   calls with freshly collected observations, never inside `update_critic`.
+- `use_tanh=False` (a Gaussian without squashing) is refused: the actor always squashes.
 - A step (critic, actor or temperature) is skipped when its loss *or* its gradient norm is
   non-finite; metrics still report the computed values.
 - `critic_grad_norm` / `actor_grad_norm` are always the pre-clipping global norm.
 - `update_critic(batch, noise=None)` / `update_actor(batch, noise=None)` accept the standard
   normal `[B, A]` draw, so a test can feed both frameworks the same noise.
-- Symmetry augmentation (`use_symmetry=True` with `mirror`, the task's `MirrorMap`) trains
-  each update on the first half of the rows it is given plus their mirrors, as the JAX core
-  does: a gradient step sees as many rows as `update_critic` was given (the reference's runner
-  halved `batch_size` and its learner doubled the batch back; `common.symmetry`). An explicit
-  `noise` `[B, A]` covers the augmented rows. `amp_dtype="fp16"` (GradScaler) is not
+- Symmetry augmentation (`use_symmetry=True` with `mirror`, the task's `MirrorMap`, or the
+  reference's `symmetry_augmentation` contract) trains each update on the first half of the
+  rows it is given plus their mirrors, as the JAX core does: a gradient step sees as many rows
+  as `update_critic` was given (the reference's runner halved `batch_size` and its learner
+  doubled the batch back; `common.symmetry`). An explicit `noise` `[B, A]` covers the
+  augmented rows. `amp_dtype="fp16"` (GradScaler) is not
   implemented; bf16 autocast is, on CUDA/XPU only, as in the reference. `use_amp`,
   `use_compile` (CUDA only) and `world_size > 1` (gradient all-reduce; `torch.distributed` must
   be initialised) follow the reference but are not exercised by the CPU tests.
@@ -46,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from unilab.algos.torch.common.batch import ACTOR_BATCH_KEYS, CRITIC_BATCH_KEYS
 from unilab.algos.torch.common.networks import (
     DistributionalQNetwork,
     categorical_cross_entropy,
@@ -54,7 +67,7 @@ from unilab.algos.torch.common.networks import (
     expected_value,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
-from unilab.algos.torch.common.symmetry import augmented, check_mirror
+from unilab.algos.torch.common.symmetry import augmented, check_symmetry_source
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
 from unilab_jax.algos.hyperparams import SACConfig
 from unilab_jax.torch.actors import SACActor, sample_tanh_gaussian
@@ -67,6 +80,7 @@ __all__ = [
     "FastSACLearner",
     "SACActor",
     "SACCritic",
+    "resolve_amp_dtype",
     "sample_tanh_gaussian",
 ]
 
@@ -118,11 +132,23 @@ class SACCritic(nn.Module):
         return expected_value(probs, self.q_support)
 
 
+def resolve_amp_dtype(amp_dtype: str) -> torch.dtype:
+    """The autocast dtype of ``amp_dtype`` (case-insensitive): ``"auto"`` and ``"bf16"`` give
+    bfloat16, ``"fp16"`` float16; anything else raises ``ValueError``, as the reference."""
+    dtypes = {"auto": torch.bfloat16, "fp16": torch.float16, "bf16": torch.bfloat16}
+    try:
+        return dtypes[str(amp_dtype).lower()]
+    except KeyError:
+        raise ValueError(
+            f"FastSAC amp_dtype must be one of: auto, fp16, bf16; got {amp_dtype!r}"
+        ) from None
+
+
 class FastSACLearner(ObsNormalizingLearner):
     """FastSAC learner: `actor`, `qnet`, `qnet_target`, `log_alpha`, three optimisers.
 
-    Batches are dicts of tensors with keys `obs, next_obs, actions, rewards, dones, truncated`
-    and optionally `critic, next_critic` (falling back to `obs, next_obs`, per ADR-0005).
+    Batches are dicts of tensors with keys `obs, critic, actions, rewards, next_obs,
+    next_critic, dones, truncated` (`common.batch`; the actor step reads `obs, critic`).
     Observations are raw; the learner normalises them itself, while `actor` works on normalised
     inputs (act with `actor.explore(learner.obs_normalizer(obs))`). `update_count` counts
     `update_critic` calls.
@@ -134,35 +160,42 @@ class FastSACLearner(ObsNormalizingLearner):
         action_dim: int,
         critic_obs_dim: int | None = None,
         device: torch.device | str = "cpu",
-        actor_hidden_dim: int = _DEFAULTS.actor_hidden_dim,
-        critic_hidden_dim: int = _DEFAULTS.critic_hidden_dim,
-        gamma: float = _DEFAULTS.gamma,
-        tau: float = _DEFAULTS.tau,
-        actor_lr: float = _DEFAULTS.actor_lr,
-        critic_lr: float = _DEFAULTS.critic_lr,
-        alpha_lr: float = _DEFAULTS.alpha_lr,
-        num_atoms: int = _DEFAULTS.num_atoms,
-        v_min: float = _DEFAULTS.v_min,
-        v_max: float = _DEFAULTS.v_max,
-        alpha_init: float = _DEFAULTS.alpha_init,
-        target_entropy_ratio: float = _DEFAULTS.target_entropy_ratio,
-        use_autotune: bool = _DEFAULTS.use_autotune,
-        weight_decay: float = _DEFAULTS.weight_decay,
-        max_grad_norm: float = _DEFAULTS.max_grad_norm,
-        num_q_networks: int = _DEFAULTS.num_q_networks,
-        use_layer_norm: bool = _DEFAULTS.use_layer_norm,
-        obs_normalization: bool = _DEFAULTS.obs_normalization,
-        log_std_min: float = _DEFAULTS.log_std_min,
-        log_std_max: float = _DEFAULTS.log_std_max,
-        noise_correlation: float = _DEFAULTS.noise_correlation,
+        gamma: float = 0.97,
+        tau: float = 0.125,
+        actor_lr: float = 3e-4,
+        critic_lr: float = 3e-4,
+        alpha_lr: float = 3e-4,
+        alpha_init: float = 0.001,
+        target_entropy_ratio: float = 0.0,
+        actor_hidden_dim: int = 512,
+        critic_hidden_dim: int = 768,
+        num_atoms: int = 101,
+        v_min: float = -20.0,
+        v_max: float = 20.0,
+        num_q_networks: int = 2,
+        use_layer_norm: bool = True,
+        use_tanh: bool = True,
+        log_std_max: float = 0.0,
+        log_std_min: float = -5.0,
+        weight_decay: float = 0.001,
+        max_grad_norm: float = 0.0,
+        use_autotune: bool = True,
+        use_symmetry: bool = False,
         use_amp: bool = False,
         amp_dtype: str = "auto",
         use_compile: bool = False,
-        use_symmetry: bool = False,
+        symmetry_augmentation: Any = None,
         world_size: int = 1,
+        obs_normalization: bool = False,
+        noise_correlation: float = 0.0,
         mirror: MirrorMap | None = None,
     ) -> None:
         given = locals()  # the hyperparameters are SACConfig's fields, by name (betas: default)
+        if not use_tanh:
+            raise ValueError(
+                "FastSACLearner(use_tanh=False) is not supported: the actor always squashes "
+                "with tanh (the JAX core's SAC); use_tanh=True"
+            )
         self.config = SACConfig(**{name: given[name] for name in _CONFIG_FIELDS})
         self.config.validate()  # one line naming a setting that cannot work, before any net
         self.device = torch.device(device)
@@ -171,12 +204,15 @@ class FastSACLearner(ObsNormalizingLearner):
         self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
         self.target_entropy = -action_dim * target_entropy_ratio
         self.world_size = world_size
+        self.use_tanh = use_tanh
         self.use_symmetry = use_symmetry
-        if mirror is not None:
-            check_mirror(mirror, obs_dim, self.critic_obs_dim, action_dim, "FastSACLearner")
-        #: The task's mirror map (``unilab_jax.envs.load(name).mirror``), used with
-        #: ``use_symmetry``; the runner fills it in from its task when it is None.
+        sizes = (obs_dim, self.critic_obs_dim, action_dim)
+        check_symmetry_source("FastSACLearner", use_symmetry, mirror, symmetry_augmentation, sizes)
+        #: The task's mirror map (``unilab_jax.envs.load(name).mirror``) or None; with
+        #: ``use_symmetry`` a learner has it or ``symmetry``.
         self.mirror = mirror
+        #: The reference's augmentation contract (``symmetry_augmentation``) or None.
+        self.symmetry = symmetry_augmentation
         self.update_count = 0
         self._build_networks()
         self._build_optimizers()
@@ -229,8 +265,10 @@ class FastSACLearner(ObsNormalizingLearner):
         self.alpha_optimizer = adamw([self.log_alpha], cfg.alpha_lr, 0.0)
 
     def _set_up_amp_and_compile(self, use_amp: bool, amp_dtype: str, use_compile: bool) -> None:
+        self.amp_dtype = amp_dtype
+        self._amp_dtype = resolve_amp_dtype(amp_dtype)  # checked on every device, as the reference
         amp_device = self.device.type in ("cuda", "xpu")
-        if use_amp and amp_device and amp_dtype == "fp16":
+        if use_amp and amp_device and self._amp_dtype == torch.float16:
             raise NotImplementedError("FastSACLearner: fp16 AMP (GradScaler) is not implemented")
         self._amp = use_amp and amp_device
         if use_compile and self.device.type == "cuda":
@@ -244,7 +282,7 @@ class FastSACLearner(ObsNormalizingLearner):
     def _autocast(self) -> contextlib.AbstractContextManager:
         if not self._amp:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return torch.autocast(self.device.type, dtype=self._amp_dtype)
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -303,7 +341,7 @@ class FastSACLearner(ObsNormalizingLearner):
         self, batch: Batch, noise: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """`mean(alpha * logpi - mean_i Q_i)`; the gradient is only used for the actor."""
-        b = self._normalized(batch)
+        b = self._normalized(batch, ACTOR_BATCH_KEYS)
         with self._autocast():
             actions, log_prob, log_std = self.actor.get_actions_and_log_probs(b["obs"], noise)
             logits = self.qnet(b["critic"], actions).float()  # [E, B, K]
@@ -324,7 +362,7 @@ class FastSACLearner(ObsNormalizingLearner):
 
         `noise`: optional standard normal `[B, A]` for the next-action sample.
         """
-        loss, aux = self.compute_critic_loss(augmented(self, batch), noise)
+        loss, aux = self.compute_critic_loss(augmented(self, batch, CRITIC_BATCH_KEYS), noise)
         grad_norm, _ = guarded_step(
             loss,
             list(self.qnet.parameters()),
@@ -354,7 +392,7 @@ class FastSACLearner(ObsNormalizingLearner):
 
     def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One actor step. `noise`: optional standard normal `[B, A]` for the action sample."""
-        loss, aux = self.compute_actor_loss(augmented(self, batch), noise)
+        loss, aux = self.compute_actor_loss(augmented(self, batch, ACTOR_BATCH_KEYS), noise)
         grad_norm, _ = guarded_step(
             loss,
             list(self.actor.parameters()),

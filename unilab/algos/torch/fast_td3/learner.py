@@ -4,14 +4,24 @@ Per critic step (`update_critic`): target-policy smoothing with the *online* act
 `a' = clip(mu(s') + clip(policy_noise * N(0, 1), +-noise_clip), -1, 1)`; both target nets
 project `r + bootstrap * gamma * Z'`; with clipped double Q (`use_cdq`) the projected
 distribution with the lower expected value (per row; ties pick net 2, `where(v1 < v2, p1, p2)`)
-is the target of both online nets; loss `CE_1 + CE_2`; AdamW (betas 0.9, 0.999, wd 0.1) with
-global-norm clipping. Per actor step: `-mean(min(Q1, Q2))` (the mean of the two without CDQ).
-`soft_update_target`: Polyak averaging of the critic only; `actor_target` exists for checkpoint
-compatibility and is never updated.
+is the target of both online nets; loss `CE_1 + CE_2`; AdamW (betas 0.9, 0.999, decay
+`weight_decay`) with global-norm clipping. Per actor step: `-mean(min(Q1, Q2))` (the mean of
+the two without CDQ). `soft_update_target`: Polyak averaging of the critic only; `actor_target`
+exists for checkpoint compatibility and is never updated.
 
 The maths is a transcription of `unilab_jax.algos.td3` (same order of operations);
-`unilab.algos.torch.convert` moves the state to and from a `TD3State` exactly. Defaults are
-`TD3Config`'s, which the learner keeps as `config`.
+`unilab.algos.torch.convert` moves the state to and from a `TD3State` exactly. The learner
+keeps its hyperparameters as a `TD3Config` (`config`).
+
+The constructor is the reference's (its parameters, order and class defaults; then ours:
+`max_grad_norm`, `noise_correlation`, `world_size`, `use_symmetry`, `mirror`). Those defaults
+differ from `TD3Config`'s, which are the reference's YAML recipe (tau 0.1, weight decay 0.1,
+smoothing noise 0.2 clipped at 0.5, exploration log-std range [-1.6, -0.22], as the core's
+presets): a learner built for one of our runs takes every value from its config
+(`unilab.algos.torch.registry.build_learner`), never a class default. `policy_frequency` and
+`max_iterations` are kept as attributes (the runner's own settings drive the schedule).
+`normalize_obs(obs, update=False)` is the reference's. A batch without a key an update reads
+raises `common.batch.MissingBatchKeyError` (a `KeyError`), as the reference.
 
 Deliberate deviations from the reference, all matching the JAX core:
 - `TD3Actor.noise_scales` is a plain tensor attribute, not a buffer: it is not in the actor's
@@ -27,9 +37,9 @@ Deliberate deviations from the reference, all matching the JAX core:
 - A step is skipped when the loss *or* the gradient norm is non-finite; a skipped step still
   reports the computed metrics (the reference returned NaNs).
 - `update_critic(batch, noise=None)` accepts the standard normal `[B, A]` smoothing draw.
-- Symmetry augmentation (`use_symmetry=True` with `mirror`, the task's `MirrorMap`; the
-  reference offered it for FastSAC only) as in FastSAC and the JAX core: each update trains on
-  the first half of its rows plus their mirrors (`common.symmetry`).
+- Symmetry augmentation (`use_symmetry=True` with `mirror`, the task's `MirrorMap`, required
+  at construction; the reference offered it for FastSAC only) as in FastSAC and the JAX core:
+  each update trains on the first half of its rows plus their mirrors (`common.symmetry`).
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from unilab.algos.torch.common.batch import ACTOR_BATCH_KEYS, CRITIC_BATCH_KEYS
 from unilab.algos.torch.common.networks import (
     Critic,
     categorical_cross_entropy,
@@ -51,17 +62,16 @@ from unilab.algos.torch.common.networks import (
     expected_value,
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
-from unilab.algos.torch.common.symmetry import augmented, check_mirror
+from unilab.algos.torch.common.symmetry import augmented, check_symmetry_source
 from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
 from unilab_jax.algos.hyperparams import TD3Config
-from unilab_jax.torch.actors import TD3_LOG_STD_MAX, TD3_LOG_STD_MIN, TD3Actor
+from unilab_jax.torch.actors import TD3Actor
 
 if TYPE_CHECKING:
     from unilab_jax.envs.mirror import MirrorMap
 
 __all__ = ["FastTD3Learner", "TD3Actor", "cdq_target"]
 
-_DEFAULTS = TD3Config()
 # The learner's keyword arguments that are TD3Config fields (the exploration range comes as
 # log-stds, log_std_min / log_std_max).
 _CONFIG_FIELDS = tuple(
@@ -83,8 +93,8 @@ def cdq_target(projected: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
 class FastTD3Learner(ObsNormalizingLearner):
     """FastTD3 learner: `actor`, `actor_target`, twin C51 `qnet` / `qnet_target`, two AdamW.
 
-    Batches are dicts of tensors with keys `obs, next_obs, actions, rewards, dones, truncated`
-    and optionally `critic, next_critic` (falling back to `obs, next_obs`, per ADR-0005).
+    Batches are dicts of tensors with keys `obs, critic, actions, rewards, next_obs,
+    next_critic, dones, truncated` (`common.batch`; the actor step reads `obs, critic`).
     Observations are raw; `actor` works on normalised inputs
     (`actor.explore(learner.obs_normalizer(obs), dones)`). `update_count` counts
     `update_critic` calls.
@@ -95,29 +105,31 @@ class FastTD3Learner(ObsNormalizingLearner):
         obs_dim: int,
         action_dim: int,
         critic_obs_dim: int | None = None,
+        num_envs: int = 1024,
         device: torch.device | str = "cpu",
-        num_envs: int = 1,
-        actor_hidden_dim: int = _DEFAULTS.actor_hidden_dim,
-        critic_hidden_dim: int = _DEFAULTS.critic_hidden_dim,
-        gamma: float = _DEFAULTS.gamma,
-        tau: float = _DEFAULTS.tau,
-        actor_lr: float = _DEFAULTS.actor_lr,
-        critic_lr: float = _DEFAULTS.critic_lr,
-        weight_decay: float = _DEFAULTS.weight_decay,
-        max_grad_norm: float = _DEFAULTS.max_grad_norm,
-        num_atoms: int = _DEFAULTS.num_atoms,
-        v_min: float = _DEFAULTS.v_min,
-        v_max: float = _DEFAULTS.v_max,
-        policy_noise: float = _DEFAULTS.policy_noise,
-        noise_clip: float = _DEFAULTS.noise_clip,
-        log_std_min: float = TD3_LOG_STD_MIN,
-        log_std_max: float = TD3_LOG_STD_MAX,
-        init_scale: float = _DEFAULTS.init_scale,
-        noise_correlation: float = _DEFAULTS.noise_correlation,
-        use_cdq: bool = _DEFAULTS.use_cdq,
-        obs_normalization: bool = _DEFAULTS.obs_normalization,
+        gamma: float = 0.97,
+        tau: float = 0.01,
+        actor_lr: float = 3e-4,
+        critic_lr: float = 3e-4,
+        actor_hidden_dim: int = 512,
+        critic_hidden_dim: int = 1024,
+        num_atoms: int = 101,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
+        init_scale: float = 0.01,
+        log_std_min: float = -3.0,
+        log_std_max: float = 0.0,
+        weight_decay: float = 0.001,
+        use_cdq: bool = True,
+        policy_noise: float = 0.1,
+        noise_clip: float = 0.2,
+        policy_frequency: int = 2,
+        max_iterations: int = 50000,
+        obs_normalization: bool = True,
+        max_grad_norm: float = 10.0,
+        noise_correlation: float = 0.0,
         world_size: int = 1,
-        use_symmetry: bool = _DEFAULTS.use_symmetry,
+        use_symmetry: bool = False,
         mirror: MirrorMap | None = None,
     ) -> None:
         given = locals()  # the hyperparameters are TD3Config's fields, by name
@@ -126,18 +138,28 @@ class FastTD3Learner(ObsNormalizingLearner):
             **values, std_min=math.exp(log_std_min), std_max=math.exp(log_std_max)
         )
         self.config.validate()  # one line naming a setting that cannot work, before any net
+        if policy_frequency < 1:
+            raise ValueError(f"policy_frequency must be >= 1, got {policy_frequency}")
         self.device = torch.device(device)
         self.world_size = world_size
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
+        #: The reference's schedule settings, kept as attributes: the update schedule is the
+        #: runner's (its own ``policy_frequency``; ``learn(max_iterations)``); a hand-written
+        #: loop reads ``policy_frequency`` as the reference's did.
+        self.policy_frequency = policy_frequency
+        self.max_iterations = max_iterations
         self.update_count = 0
         self.use_symmetry = use_symmetry
-        if mirror is not None:
-            check_mirror(mirror, obs_dim, self.critic_obs_dim, action_dim, "FastTD3Learner")
-        #: The task's mirror map (``unilab_jax.envs.load(name).mirror``), used with
-        #: ``use_symmetry``; the runner fills it in from its task when it is None.
+        sizes = (obs_dim, self.critic_obs_dim, action_dim)
+        check_symmetry_source(
+            "FastTD3Learner", use_symmetry, mirror, None, sizes, accepts_contract=False
+        )
+        #: The task's mirror map (``unilab_jax.envs.load(name).mirror``), needed with
+        #: ``use_symmetry``.
         self.mirror = mirror
+        self.symmetry = None  # the reference's augmentation contract: FastSAC's only
         cfg = self.config
         self.actor = TD3Actor(
             obs_dim,
@@ -220,7 +242,7 @@ class FastTD3Learner(ObsNormalizingLearner):
 
     def compute_actor_loss(self, batch: Batch) -> torch.Tensor:
         """`-mean(min(Q1, Q2))` (mean of the two without CDQ); used for the actor only."""
-        b = self._normalized(batch)
+        b = self._normalized(batch, ACTOR_BATCH_KEYS)
         logits = torch.stack(self.qnet(b["critic"], self.actor(b["obs"])))  # [2, B, K]
         q = expected_value(torch.softmax(logits, dim=-1), self.qnet.q_support)  # [2, B]
         q = torch.min(q, dim=0).values if self.config.use_cdq else torch.mean(q, dim=0)
@@ -230,7 +252,7 @@ class FastTD3Learner(ObsNormalizingLearner):
 
     def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One critic step. `noise`: optional standard normal `[B, A]` smoothing draw."""
-        loss, aux = self.compute_critic_loss(augmented(self, batch), noise)
+        loss, aux = self.compute_critic_loss(augmented(self, batch, CRITIC_BATCH_KEYS), noise)
         grad_norm, _ = guarded_step(
             loss,
             list(self.qnet.parameters()),
@@ -253,7 +275,7 @@ class FastTD3Learner(ObsNormalizingLearner):
     def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One actor step. `noise` is accepted for symmetry with FastSAC and unused."""
         del noise  # the deterministic actor loss draws no noise
-        loss = self.compute_actor_loss(augmented(self, batch))
+        loss = self.compute_actor_loss(augmented(self, batch, ACTOR_BATCH_KEYS))
         grad_norm, _ = guarded_step(
             loss,
             list(self.actor.parameters()),

@@ -46,6 +46,9 @@ Deviations, and where the torch side necessarily differs from the JAX one:
 - No observation normaliser (the input BatchNorm normalises): `obs_normalizer` /
   `critic_normalizer` are `nn.Identity` so that callers written for FastSAC work unchanged,
   and `update_normalizers` does nothing. No symmetry augmentation, AMP or `torch.compile`.
+- A batch without a key an update reads raises `common.batch.MissingBatchKeyError` (a
+  `KeyError`), as the reference. The facade's runners and `sample_offpolicy_actions` accept the
+  reference's `algo_type="flashsac"` beside our `"flash_sac"`.
 - `world_size > 1` averages gradients across ranks; BatchNorm statistics stay per rank (the
   JAX core spans them over devices), and the runner broadcasts rank 0's reward statistics.
 """
@@ -61,6 +64,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from unilab.algos.torch.common.batch import CRITIC_BATCH_KEYS, require_batch_keys
 from unilab.algos.torch.common.networks import (
     bootstrap_mask,
     categorical_cross_entropy,
@@ -86,16 +90,19 @@ __all__ = ["FlashSACActor", "FlashSACCritic", "FlashSACLearner"]
 _DEFAULTS = FlashSACConfig()
 _CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(FlashSACConfig))
 Batch = Mapping[str, torch.Tensor]
+#: The keys FlashSAC's actor step reads, the reference's (it runs the actor on `[s; s']`).
+FLASH_ACTOR_BATCH_KEYS = ("obs", "next_obs", "actions", "critic")
 
 
 class FlashSACLearner:
     """FlashSAC learner: `actor`, `qnet`, `qnet_target`, `log_alpha`, `reward_stats`, three
     optimisers.
 
-    Batches are dicts of tensors with keys `obs, next_obs, actions, rewards, dones, truncated`
-    and optionally `critic, next_critic` (falling back to `obs, next_obs`); rewards raw (the
-    learner scales them). `num_envs`: the envs whose returns `observe_rewards` follows (the
-    runner resizes it to its own). `update_count` counts `update_critic` calls.
+    Batches are dicts of tensors with keys `obs, critic, actions, rewards, next_obs,
+    next_critic, dones, truncated` (`common.batch`; the actor step reads
+    `FLASH_ACTOR_BATCH_KEYS`); rewards raw (the learner scales them). `num_envs`: the envs
+    whose returns `observe_rewards` follows (the runner resizes it to its own).
+    `update_count` counts `update_critic` calls.
     """
 
     def __init__(
@@ -209,22 +216,23 @@ class FlashSACLearner:
 
     # --- losses ------------------------------------------------------------------------------
 
-    def _prepared(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """The batch's fields, rewards scaled (with `reward_scaling`), the bootstrap mask."""
-        obs, next_obs = batch["obs"], batch["next_obs"]
-        dones = batch["dones"].reshape(-1)
-        rewards = batch["rewards"].reshape(-1).to(torch.float32)
-        if self.config.reward_scaling:
-            rewards = rewards / self.reward_scale()
-        return {
-            "obs": obs,
-            "next_obs": next_obs,
-            "critic": batch.get("critic", obs),
-            "next_critic": batch.get("next_critic", next_obs),
-            "actions": batch["actions"],
-            "rewards": rewards,
-            "bootstrap": bootstrap_mask(dones, batch.get("truncated", torch.zeros_like(dones))),
-        }
+    def _prepared(
+        self, batch: Batch, keys: tuple[str, ...] = CRITIC_BATCH_KEYS
+    ) -> dict[str, torch.Tensor]:
+        """The entries ``keys`` of the batch, rewards ``[B]`` scaled (with `reward_scaling`),
+        the bootstrap mask from ``dones`` / ``truncated``. A missing key raises
+        ``common.batch.MissingBatchKeyError``, as the reference (no fallback)."""
+        require_batch_keys(batch, keys, type(self).__name__)
+        out = {key: batch[key] for key in keys if key not in ("rewards", "dones", "truncated")}
+        if "rewards" in keys:
+            rewards = batch["rewards"].reshape(-1).to(torch.float32)
+            out["rewards"] = (
+                rewards / self.reward_scale() if self.config.reward_scaling else rewards
+            )
+        if "dones" in keys:
+            dones = batch["dones"].reshape(-1)
+            out["bootstrap"] = bootstrap_mask(dones, batch["truncated"].reshape(-1))
+        return out
 
     @torch.no_grad()
     def _target(self, b: dict[str, torch.Tensor], obs2, act2, next_log_prob) -> tuple:
@@ -271,8 +279,8 @@ class FlashSACLearner:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """`mean(alpha * logpi - min_i Q_i)` over the current rows; the actor runs on `[s; s']`
         in training mode (moves its BatchNorm statistics). Aux: `log_prob [B]`, entropy, std."""
-        b = self._prepared(batch)
-        n = b["rewards"].shape[0]
+        b = self._prepared(batch, FLASH_ACTOR_BATCH_KEYS)
+        n = b["obs"].shape[0]
         mean, log_std = self.actor.mean_and_log_std(torch.cat([b["obs"], b["next_obs"]]), True)
         if noise is None:
             noise = torch.randn_like(mean[:n])

@@ -34,10 +34,19 @@ def resolve_collector_actor_dims(
     """Resolve actor dims for the collector.
 
     Prefer explicit dims from the parent process so learner and collector build identical
-    actor shapes on override-heavy env paths.
+    actor shapes on override-heavy env paths. Otherwise ``env.obs_groups_spec["obs"]`` (an int,
+    the reference's env contract, or a shape ``(obs_dim,)``, our vectorised env's) and
+    ``env.action_space.shape[0]``; an env without an ``"obs"`` group raises ``KeyError``.
     """
     if obs_dim is None:
-        obs_dim = int(env.obs_groups_spec["obs"][0])
+        spec = env.obs_groups_spec
+        if "obs" not in spec:
+            raise KeyError(
+                f"the env's obs_groups_spec has no 'obs' group (it has {sorted(spec)}); pass "
+                "obs_dim explicitly"
+            )
+        size = spec["obs"]
+        obs_dim = size if isinstance(size, int) else int(tuple(size)[0])
     if action_dim is None:
         action_dim = int(env.action_space.shape[0])
     return int(obs_dim), int(action_dim)
@@ -52,9 +61,11 @@ def sample_offpolicy_actions(
 ) -> torch.Tensor:
     """Sample collector actions using the algorithm's exploration policy.
 
-    The policy is the torch registry's `explore` of `algo_type` (sac / td3:
-    `actor.explore(obs, dones=prev_dones, deterministic=False)`; TD3 resamples the noise scale
-    of envs whose previous step ended). Other algorithms raise `ValueError`.
+    The policy is the torch registry's `explore` of `algo_type` (sac, td3, flash_sac and the
+    reference's "flashsac": `actor.explore(obs, dones=prev_dones, deterministic=False)`; TD3
+    resamples the noise scale of envs whose previous step ended). Other algorithms (the
+    reference's privileged "hora_sac" included) raise `ValueError` ("Unsupported off-policy
+    algo_type ...").
     """
     explore = get_torch_algo(algo_type).explore
     return explore(actor, obs_torch, prev_dones_torch, priv_info_torch)

@@ -18,6 +18,8 @@ Differences from the reference runner:
 - ``learner.update_count`` grows by the critic updates made (``updates_per_step`` per learning
   iteration), what the learners' own ``update_critic`` counts; the reference runner adds one
   per learning iteration on top of that.
+- A learner with the reference's ``symmetry_augmentation`` contract is refused: the core
+  mirrors with the task's ``MirrorMap`` (a learner built with ``mirror=`` trains).
 - The facade's ``TrainConfig`` asks for no deterministic evaluation (``eval_envs=0``); a
   config with ``eval_envs > 0`` (``runner.config = runner.config.replace(eval_envs=64)``
   before ``learn``, or a config passed here) makes the core run its evaluation, and the
@@ -98,6 +100,12 @@ def learn_with_jax(learner: Any, config: TrainConfig, *, log_dir: str, logger_ty
             f"algo_type {config.algo!r} needs a learner whose config is a "
             f"{config_type.__name__}, got {type(learner.config).__name__} "
             f"({type(learner).__name__})"
+        )
+    if getattr(learner, "use_symmetry", False) and getattr(learner, "mirror", None) is None:
+        raise ValueError(
+            "sim_backend='mjx' trains with the task's mirror map; the learner's "
+            "symmetry_augmentation (the reference's contract) cannot run in the JAX core: build "
+            f"the learner with mirror=unilab_jax.envs.load({config.env!r}).mirror instead"
         )
     config = config.replace(log_interval=_log_interval(config.save_interval, config.max_iterations))
     trainer = Trainer(config, learner.config)

@@ -28,7 +28,8 @@ Deliberate deviations from the reference (quirks), each checked by a test:
   weights only (the reference's targets started different on every rank).
 - Rank 0 watches the collector while it waits for data, so a collector failure stops every
   rank with `CollectorError` (the reference never checked), and `last_run_summary` is set.
-- Both `FastSACLearner` and `FastTD3Learner` work (`world_size` all-reduce in both).
+- Both `FastSACLearner` and `FastTD3Learner` work (`world_size` all-reduce in both), FastTD3
+  with symmetry augmentation too (every rank gets the parent learner's mirror map).
 - A SIGTERM/SIGINT to the parent stops every rank after the running iteration, rank 0 saving
   `model_<iteration>.pt`, and raises `RunStopped` in the parent (`ranks`); the ranks ignore
   both signals themselves (the parent decides), so one sent to the whole job stops it cleanly
@@ -59,14 +60,21 @@ class MultiGPUOffPolicyRunner(OffPolicyRunner):
 
     @staticmethod
     def validate_capabilities(*, algo_type: str, learner_kwargs: dict, num_gpus: int) -> None:
-        """Raise `ValueError` for a combination the multi-learner path cannot run."""
+        """Raise `ValueError` for a combination the multi-learner path cannot run.
+
+        As the reference: FastSAC with symmetry augmentation is refused on several learners
+        (its message); FastTD3 with it is allowed (each rank trains on its share of the batch
+        plus its mirrors, with the parent learner's mirror map). Ours besides: an unknown
+        `algo_type`, and `learner_kwargs` that set `device` / `world_size` (each rank sets
+        its own)."""
         if num_gpus <= 1:
             return
-        get_torch_algo(algo_type)
-        if learner_kwargs.get("use_symmetry"):
+        name = get_torch_algo(algo_type).name
+        if name == "sac" and bool(learner_kwargs.get("use_symmetry", False)):
             raise ValueError(
-                "symmetry augmentation is not supported with several learners; set "
-                "num_gpus=1 or use_symmetry=False"
+                "Off-policy symmetry augmentation does not support training.num_gpus > 1; "
+                "set training.num_gpus=1 or algo.use_symmetry=false (here: num_gpus=1, or "
+                "use_symmetry=False in the learner and learner_kwargs)"
             )
         if "device" in learner_kwargs or "world_size" in learner_kwargs:
             raise ValueError(
@@ -82,8 +90,12 @@ class MultiGPUOffPolicyRunner(OffPolicyRunner):
         num_gpus: int = 1,
         **kwargs: Any,
     ) -> None:
+        # The learner's own use_symmetry counts too (learner_kwargs may leave it out).
+        symmetric = bool(learner_kwargs.get("use_symmetry") or getattr(learner, "use_symmetry", 0))
         self.validate_capabilities(
-            algo_type=algo_type, learner_kwargs=learner_kwargs, num_gpus=num_gpus
+            algo_type=algo_type,
+            learner_kwargs={**learner_kwargs, "use_symmetry": symmetric},
+            num_gpus=num_gpus,
         )
         self.num_gpus = num_gpus
         self.world_size = max(int(num_gpus), 1)
@@ -94,6 +106,12 @@ class MultiGPUOffPolicyRunner(OffPolicyRunner):
             raise ValueError(
                 f"batch_size {self.batch_size} is not divisible by num_gpus {num_gpus}; the "
                 f"global batch is split evenly over the learners: use a multiple of {num_gpus}"
+            )
+        rank_rows = self.batch_size // self.world_size
+        if symmetric and self.sim_backend == "mujoco" and self.world_size > 1 and rank_rows % 2:
+            raise ValueError(
+                f"use_symmetry trains each rank on half of its {rank_rows} rows plus their "
+                f"mirrors: batch_size must be a multiple of {2 * self.world_size}"
             )
         if self.world_size > 1 and self.sim_backend == "mujoco":
             use_cuda = self.device.type == "cuda"

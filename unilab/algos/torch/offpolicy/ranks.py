@@ -110,7 +110,7 @@ def learn_on_ranks(
             runner._rank_context = torch_mp.start_processes(
                 _learner_worker,
                 args=(
-                    world_size, runner, type(runner.learner), runner._learner_kwargs,
+                    world_size, runner, type(runner.learner), rank_learner_kwargs(runner),
                     runner.learner.get_state_dict(), max_iterations, save_interval, log_dir,
                     logger_type, port, str(result_path),
                 ),
@@ -133,6 +133,17 @@ def learn_on_ranks(
                 raise run_stopped(signum, iteration, checkpoint, result["summary"], saved)
         finally:
             runner._rank_stop = None
+
+
+def rank_learner_kwargs(runner: Any) -> dict:
+    """The constructor arguments of each rank's learner: the runner's `learner_kwargs`, plus the
+    parent learner's mirror map when it trains with symmetry (a learner needs it to be built;
+    the parent got it from the user and the runner checked it against the task)."""
+    kwargs = dict(runner._learner_kwargs)
+    if getattr(runner.learner, "use_symmetry", False):
+        kwargs["use_symmetry"] = True
+        kwargs["mirror"] = runner.learner.mirror
+    return kwargs
 
 
 def stop_ranks(runner: Any) -> None:

@@ -43,6 +43,9 @@ chunks and its first iterations may train nothing (`test_offpolicy_jax_backend`:
 the two agree. Both are kept: the torch path matches the reference runner, the JAX core its
 fused scan of fixed length.
 
+`algo_type` takes our names (`"sac"`, `"td3"`, `"flash_sac"`) and the reference's
+(`"flashsac"`); `runner.algo_type` is ours.
+
 Observation normalisation follows the learner: a learner built with `obs_normalization=True`
 gets its statistics from the rows collected since the previous iteration
 (`learner.update_normalizers`), and the collector normalises its policy input with the same
@@ -126,7 +129,9 @@ class OffPolicyRunner(TorchLoop):
         trace_cuda_events: bool = True,
     ) -> None:
         super().__init__(collector_device="cpu")
-        get_torch_algo(algo_type)  # an unknown algo_type fails first, with the known ones
+        # An unknown algo_type fails first, with the known ones; the reference's spelling
+        # ("flashsac") becomes our name ("flash_sac"), which the core and checkpoints use.
+        algo_type = get_torch_algo(algo_type).name
         if sim_backend not in SIM_BACKENDS:
             raise ValueError(
                 f"unknown sim_backend {sim_backend!r}; supported: "
@@ -177,7 +182,7 @@ class OffPolicyRunner(TorchLoop):
         dims = settings.env_dims(self.env_name, self.env_cfg_override)
         self.obs_dim, self.action_dim, self.critic_dim = dims
         settings.check_learner_dims(self.learner, self.env_name, dims)
-        settings.attach_task_mirror(
+        settings.check_task_mirror(
             self.learner, self.env_name, self.env_cfg_override, self.batch_size
         )
         if self.actor_kwargs is None:

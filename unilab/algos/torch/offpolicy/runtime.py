@@ -1,12 +1,14 @@
 """Runtime resolution helpers for off-policy script assembly.
 
-An off-policy training script normally picks its learner from ``algo_type`` (``"sac"`` or
-``"td3"``). A task config can instead name a *runtime resolver*: ``algo.runtime_resolver`` set to
-``"module:attr"`` (or ``"module.attr"``). The resolver is imported, called with the whole RL config
-and must return an :class:`OffPolicyRuntime`, which tells the script which learner class to build,
-which ``algo_type`` to hand the runner and collector, which extra actor kwargs to use, whether
-symmetry augmentation is supported, and which extra model kwargs to derive from the observation
-sizes.
+An off-policy training script normally picks its learner from ``algo_type`` (``"sac"``,
+``"td3"``, ``"flash_sac"``). A task config can instead name a *runtime resolver*:
+``algo.runtime_resolver`` set to ``"module:attr"`` (or ``"module.attr"``). The resolver is
+imported, called with the config given (the algo section, as the reference's script passes it,
+or a whole config with an ``algo`` section) and must return an :class:`OffPolicyRuntime`, which
+tells the script which learner class to build, which ``algo_type`` to hand the runner and
+collector, which extra actor kwargs to use, whether symmetry augmentation is supported, and
+which extra model kwargs to derive from the observation sizes. ``OffPolicyRuntime`` takes the
+reference's arguments and defaults (all optional).
 
 This project ships no custom runtime (the reference's HORA-SAC used one); the hook is kept so
 that configs and third-party packages can plug one in.
@@ -28,29 +30,35 @@ _FORMAT = '"module:attr" or "module.attr"'
 class OffPolicyRuntime:
     """What a custom off-policy runtime supplies to the training script.
 
+    Every field is optional, as in the reference: a runtime declares only what it changes from
+    the standard path (``OffPolicyRuntime()`` changes nothing).
+
     Attributes:
         learner_cls: learner class the script instantiates (it must honour the learner contract:
-            ``actor``, ``update_critic``, ``update_actor``, ``soft_update_target``, ...).
+            ``actor``, ``update_critic``, ``update_actor``, ``soft_update_target``, ...); None:
+            the script's own choice for ``algo_type``.
         algo_type: algorithm tag passed to the runner and the collector (a name of
-            ``unilab.algos.torch.registry``).
+            ``unilab.algos.torch.registry``); None: the script's.
         actor_kwargs: extra keyword arguments for the collector-side actor.
         supports_symmetry: whether the learner supports symmetry augmentation.
     """
 
-    learner_cls: type
-    algo_type: str
+    learner_cls: type | None = None
+    algo_type: str | None = None
     actor_kwargs: dict = field(default_factory=dict)
-    supports_symmetry: bool = False
+    supports_symmetry: bool = True
 
-    def build_model_kwargs(self, obs_dim: int, critic_obs_dim: int) -> dict:
-        """Extra model kwargs derived from the actor and critic observation sizes.
+    def build_model_kwargs(self, *, obs_dim: int, critic_obs_dim: int) -> dict:
+        """Keyword arguments shared by the learner's and the collector actor's construction,
+        derived from the actor and critic observation sizes.
 
         The script passes the result both as learner kwargs and as the collector's
-        ``actor_kwargs``, so learner and collector build identical actors. The base runtime adds
-        nothing; subclasses override this (e.g. a privileged encoder's sizes).
+        ``actor_kwargs``, so learner and collector build identical actors. The base runtime
+        returns a copy of ``actor_kwargs``; subclasses override this (e.g. a privileged
+        encoder's sizes).
         """
         del obs_dim, critic_obs_dim
-        return {}
+        return dict(self.actor_kwargs)
 
 
 def _get(cfg: Any, key: str) -> Any:
@@ -94,15 +102,26 @@ def _import_resolver(spec: str) -> Any:
     return obj
 
 
-def resolve_custom_offpolicy_runtime(rl_cfg: Any) -> OffPolicyRuntime | None:
-    """Resolve ``algo.runtime_resolver`` from ``rl_cfg`` into an :class:`OffPolicyRuntime`.
-
-    ``rl_cfg`` may be a nested mapping or an attribute-style config (OmegaConf, namespaces).
-    Returns ``None`` when no resolver is configured. Raises ``ValueError`` when
-    ``algo.runtime_impl`` is set without a resolver or the resolver reference cannot be imported,
-    and ``TypeError`` when it is not callable or does not return an :class:`OffPolicyRuntime`.
-    """
+def _algo_section(rl_cfg: Any) -> Any:
+    """The section holding ``runtime_resolver``: ``rl_cfg.algo`` when there is one (the whole
+    run config), else ``rl_cfg`` itself (the algo section, as the reference's script passes)."""
     algo = _get(rl_cfg, "algo")
+    if algo is not None and not isinstance(algo, str):
+        return algo
+    return rl_cfg
+
+
+def resolve_custom_offpolicy_runtime(rl_cfg: Any) -> OffPolicyRuntime | None:
+    """Resolve ``runtime_resolver`` from ``rl_cfg`` into an :class:`OffPolicyRuntime`.
+
+    ``rl_cfg`` is the algo section (the reference's script passes ``cfg.algo``) or a whole
+    config with an ``algo`` section; a nested mapping or an attribute-style config (OmegaConf,
+    namespaces). Returns ``None`` when no resolver is configured. Raises ``ValueError`` when
+    ``runtime_impl`` is set without a resolver, the resolver reference cannot be imported or
+    the resolver returns None, and ``TypeError`` when it is not callable or returns anything
+    but an :class:`OffPolicyRuntime`.
+    """
+    algo = _algo_section(rl_cfg)
     resolver_spec = _get(algo, "runtime_resolver")
     if resolver_spec is None:
         runtime_impl = _get(algo, "runtime_impl")
@@ -119,6 +138,8 @@ def resolve_custom_offpolicy_runtime(rl_cfg: Any) -> OffPolicyRuntime | None:
             f"{type(resolver).__name__}"
         )
     runtime = resolver(rl_cfg)
+    if runtime is None:
+        raise ValueError(f"algo.runtime_resolver={resolver_spec!r} returned None")
     if not isinstance(runtime, OffPolicyRuntime):
         raise TypeError(
             f"algo.runtime_resolver={resolver_spec!r} must return an OffPolicyRuntime, "

@@ -23,7 +23,7 @@ __all__ = [
     "SIM_BACKENDS",
     "actor_layout_mismatch",
     "apply_training_seed",
-    "attach_task_mirror",
+    "check_task_mirror",
     "check_learner_dims",
     "env_dims",
     "train_config",
@@ -98,26 +98,33 @@ def check_learner_dims(learner: Any, env_name: str, dims: tuple[int, int, int]) 
             )
 
 
-def attach_task_mirror(
+def check_task_mirror(
     learner: Any, env_name: str, env_cfg_override: dict | None, batch_size: int
 ) -> None:
-    """A learner with ``use_symmetry`` trains on the task's mirror map: it gets the task's when
-    it has none, and one that differs from the task's is refused (``ValueError``), as are a
-    task without a mirror map and an odd ``batch_size`` (``ConfigError``, a ``ValueError``:
-    each update trains on half its rows plus their mirrors). A no-op without symmetry."""
+    """A learner with ``use_symmetry`` trains on the task's mirror map: one whose mirror map
+    differs from the task's is refused (``ValueError``), as are a task without a mirror map and
+    an odd ``batch_size`` (``ConfigError``, a ``ValueError``: each update trains on half its
+    rows plus their mirrors). A learner built with the reference's ``symmetry_augmentation``
+    contract (no ``mirror``) keeps it: only ``batch_size`` is checked against its
+    ``batch_multiplier``. A no-op without symmetry."""
     if not getattr(learner, "use_symmetry", False):
+        return
+    if learner.mirror is None:  # the reference's contract: the user's maps, opaque here
+        copies = int(getattr(learner.symmetry, "batch_multiplier", 2))
+        if batch_size % copies:
+            raise ValueError(
+                f"use_symmetry trains on 1/{copies} of each update's rows plus their images: "
+                f"batch_size {batch_size} must be a multiple of {copies}"
+            )
         return
     from unilab_jax.algos.symmetry import resolve_mirror
     from unilab_jax.envs import load
 
     mirror = resolve_mirror(True, load(env_name, config_override=env_cfg_override), batch_size)
-    if learner.mirror is None:
-        learner.mirror = mirror
-    elif learner.mirror != mirror:
+    if learner.mirror != mirror:
         raise ValueError(
             f"the learner's mirror map is not {env_name}'s; build the learner with "
-            f"mirror=unilab_jax.envs.load({env_name!r}).mirror, or with mirror=None (the runner "
-            "then gives it the task's)"
+            f"mirror=unilab_jax.envs.load({env_name!r}).mirror"
         )
 
 
