@@ -222,8 +222,9 @@ def _facade_speed_child(spec: dict) -> dict:
     runner, config = facade_runner(spec["env"], spec["algo"], spec["train"], spec["algo_set"])
     log_dir = Path(tempfile.mkdtemp(prefix="facade_speed_"))
     try:
+        # TensorBoard: the rates come from its axis/env_steps_total, as the reference's do.
         runner.learn(spec["iterations"], save_interval=0, log_dir=str(log_dir),
-                     logger_type="no_print")  # fmt: skip
+                     logger_type="tensorboard")  # fmt: skip
     finally:
         runner.close()
     return tensorboard_rates(log_dir, config.updates_per_step)
