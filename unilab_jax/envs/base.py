@@ -124,6 +124,7 @@ __all__ = [
     "load_packaged_model",
     "model_params",
     "mjx_step",
+    "replace_model_fields",
     "observation_groups",
     "post_physics",
     "reward_metrics",
@@ -214,16 +215,8 @@ class MjxPhysics:
         self.solver_warmstart = solver_warmstart
 
     def model_with(self, params: Mapping[str, jax.Array]) -> mjx.Model:
-        """The model with some fields replaced by one env's values (``Task.model_fields``;
-        ``"opt.<name>"`` for the options)."""
-        if not params:
-            return self.mjx_model
-        fields = {k: v for k, v in params.items() if not k.startswith("opt.")}
-        options = {k[4:]: v for k, v in params.items() if k.startswith("opt.")}
-        model = self.mjx_model
-        if options:
-            model = model.replace(opt=model.opt.replace(**options))
-        return model.replace(**fields) if fields else model
+        """The model with some fields replaced by one env's values (``Task.model_fields``)."""
+        return replace_model_fields(self.mjx_model, params)
 
     def init(
         self, qpos: jax.Array, qvel: jax.Array, params: Mapping[str, jax.Array] | None = None
@@ -256,6 +249,16 @@ class MjxPhysics:
         if not self.solver_warmstart:
             data = data.replace(qacc_warmstart=jnp.zeros_like(data.qacc_warmstart))
         return jax.lax.fori_loop(0, self.n_frames, lambda _, d: mjx_step(model, d), data)
+
+
+def replace_model_fields(model: mjx.Model, params: Mapping[str, jax.Array]) -> mjx.Model:
+    """``model`` with the fields ``params`` names replaced (``Task.model_fields`` names:
+    ``"opt.<name>"`` for an option)."""
+    fields = {k: v for k, v in params.items() if not k.startswith("opt.")}
+    options = {k[4:]: v for k, v in params.items() if k.startswith("opt.")}
+    if options:
+        model = model.replace(opt=model.opt.replace(**options))
+    return model.replace(**fields) if fields else model
 
 
 def mjx_step(model: mjx.Model, data: mjx.Data) -> mjx.Data:

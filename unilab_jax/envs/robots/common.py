@@ -16,6 +16,8 @@ import numpy as np
 with contextlib.redirect_stdout(io.StringIO()):  # silence "Failed to import warp"
     from mujoco import mjx
 
+from unilab_jax.envs.base import replace_model_fields
+
 __all__ = ["base_state", "setconst_weights", "world_to_body"]
 
 
@@ -57,11 +59,7 @@ def setconst_weights(
     """
     if np.any(model.body_simple == 2):  # mj_setConst's shortcut for them is not reproduced
         raise NotImplementedError("bodies with translational joints only are not supported")
-    mx = mjx.put_model(model, impl="jax")
-    options = {k[4:]: v for k, v in fields.items() if k.startswith("opt.")}
-    mx = mx.replace(**{k: v for k, v in fields.items() if not k.startswith("opt.")})
-    if options:
-        mx = mx.replace(opt=mx.opt.replace(**options))
+    mx = replace_model_fields(mjx.put_model(model, impl="jax"), fields)
     data = mjx.make_data(mx, impl="jax").replace(qpos=jnp.asarray(model.qpos0, jnp.float32))
     data = mjx.crb(mx, mjx.com_pos(mx, mjx.kinematics(mx, data)))
     mass = mjx.full_m(mx, data)
