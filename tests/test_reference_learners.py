@@ -71,6 +71,7 @@ from unilab_jax.algos.flash_sac import make_flash_sac
 from unilab_jax.algos.normalizer import NORMALIZER_EPS, NormalizerState
 from unilab_jax.algos.sac import make_sac
 from unilab_jax.algos.td3 import make_td3
+from unilab_jax.envs.mirror import SignedPermutation
 
 torch.set_num_threads(1)
 
@@ -333,25 +334,9 @@ SAC_NAMES = Names(
 
 
 @dataclass(frozen=True)
-class SignedPermutation:
-    """``out[..., i] = sign[i] * x[..., index[i]]``: the part of
-    ``unilab_jax.envs.mirror.SignedPermutation`` the learners use (that module is not imported:
-    ``unilab_jax.envs`` loads every task's robot)."""
-
-    index: tuple[int, ...]
-    sign: tuple[float, ...]
-
-    @property
-    def size(self) -> int:
-        return len(self.index)
-
-    def apply(self, x: Any) -> Any:
-        return x[..., np.asarray(self.index)] * np.asarray(self.sign, dtype=x.dtype)
-
-
-@dataclass(frozen=True)
 class Mirror:
-    """The learner's view of a ``MirrorMap``: the obs, critic and action maps."""
+    """The learner's view of a ``MirrorMap``: the obs, critic and action maps (the recorded
+    augmentation has no qpos / qvel maps)."""
 
     obs: SignedPermutation
     critic: SignedPermutation
