@@ -14,14 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from unilab_jax import cpu_linalg
 from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.flash_sac import FlashSACConfig, make_flash_sac
 from unilab_jax.algos.sac import SACConfig, make_sac
 from unilab_jax.algos.td3 import TD3Config, make_td3
+from unilab_jax.collection.step import make_mesh
 from unilab_jax.config import TrainConfig
-from unilab_jax.step import make_mesh
-from unilab_jax.trainer import train
+from unilab_jax.envs import cpu_linalg
+from unilab_jax.training.trainer import train
 
 OBS, CRITIC, ACT, BATCH = 5, 6, 2, 16
 

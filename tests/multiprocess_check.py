@@ -37,7 +37,7 @@ def main() -> int:
         coordinator_address=f"127.0.0.1:{port}",
         coordinator_timeout=120,
     )
-    from unilab_jax.trainer import Trainer, train
+    from unilab_jax.training.trainer import Trainer, train
 
     trainer = Trainer(config, TINY_SAC)  # starts jax.distributed
 
@@ -45,8 +45,8 @@ def main() -> int:
     import jax.numpy as jnp
     from jax.experimental import multihost_utils
 
-    from unilab_jax.checkpoint import CheckpointDamagedError, restore_checkpoint
     from unilab_jax.config import ConfigError
+    from unilab_jax.training.checkpoint import CheckpointDamagedError, restore_checkpoint
 
     report: dict = {"process": pid, "devices": len(jax.devices())}
     report["local"] = len(jax.local_devices())

@@ -5,7 +5,7 @@ Brax env whose termination fires within a few random steps, so the terminated pa
 too), plus Playground's Go1 joystick task (locomotion: dict observations, robot meshes from
 an installed package). Each is loaded once per module with a short episode and its
 ``jit(vmap(reset))`` / ``jit(vmap(step))`` are shared; one short training run goes through
-``unilab_jax.trainer.train`` (the tiny SAC run on Playground's Go1).
+``unilab_jax.training.trainer.train`` (the tiny SAC run on Playground's Go1).
 Every locomotion task that loads offline has its sizes checked (traced, not compiled); one
 whose robot files are absent must fail naming them.
 """
@@ -23,7 +23,7 @@ from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 from unilab_jax.envs import EnvState, UnknownEnvError, make
 from unilab_jax.envs.adapters import adapter_names, load_adapter
-from unilab_jax.trainer import resolve_algo_config
+from unilab_jax.training.trainer import resolve_algo_config
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -302,7 +302,7 @@ def test_short_locomotion_training_run() -> None:
     """The tiny SAC run on Playground's Go1 joystick (5-step episodes, so envs end episodes
     and auto-reset): dict observations (actor 48, critic 123) through the trainer, finite
     returns, learner metrics and reward components."""
-    from unilab_jax.trainer import train
+    from unilab_jax.training.trainer import train
 
     config = dataclasses.replace(
         TINY, env=GO1, env_overrides={**TINY.env_overrides, **OVERRIDES[GO1]}

@@ -21,9 +21,9 @@ def with_ddpg(monkeypatch):
 
 def test_one_registry_row_trains_checkpoints_loads_and_exports_a_new_algorithm(with_ddpg, tmp_path):
     from unilab_jax.cli.train_options import build_parser, configs_from_args
-    from unilab_jax.export import export_policy, verify_export
     from unilab_jax.policy import load_policy
-    from unilab_jax.trainer import train
+    from unilab_jax.policy.export import export_policy, verify_export
+    from unilab_jax.training.trainer import train
 
     # The command line knows it: --algo ddpg parses, its options are its config's fields.
     args = build_parser().parse_args(["--algo", "ddpg", "--preset", "none", "--tau", "0.01"])

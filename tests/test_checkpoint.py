@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from unilab_jax.checkpoint import (
+from unilab_jax.training.checkpoint import (
     CheckpointDamagedError,
     CheckpointMismatchError,
     CheckpointSaveError,

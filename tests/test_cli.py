@@ -186,9 +186,10 @@ def test_tiny_cli_run_writes_summary_tensorboard_and_checkpoints(td3_run, tmp_pa
     config = json.loads((run_dir / "run_config.json").read_text())
     assert config["algo"]["actor_hidden_dim"] == 16
     assert config["train"]["algo"] == "td3"
-    # python -m unilab_jax.evaluate RUN: the deterministic return of its newest checkpoint.
+    # unilab-jax evaluate RUN: the deterministic return of its newest checkpoint.
     evaluated = subprocess.run(
-        [sys.executable, "-m", "unilab_jax.evaluate", str(run_dir), "--episodes", "4", "--json"],
+        [sys.executable, "-m", "unilab_jax.cli", "evaluate", str(run_dir), "--episodes", "4",
+         "--json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]

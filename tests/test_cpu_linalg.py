@@ -1,10 +1,10 @@
-"""The LAPACK-free CPU Cholesky (unilab_jax.cpu_linalg) computes what LAPACK computes."""
+"""The LAPACK-free CPU Cholesky (unilab_jax.envs.cpu_linalg) computes what LAPACK computes."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from unilab_jax.cpu_linalg import pure_cholesky
+from unilab_jax.envs.cpu_linalg import pure_cholesky
 
 
 def test_pure_cholesky_matches_lapack():

@@ -1,4 +1,4 @@
-"""``python -m unilab_jax.export``: real tiny runs exported, loaded back with the plain
+"""``unilab-jax export``: real tiny runs exported, loaded back with the plain
 libraries (torch, TorchScript, onnxruntime) and compared with the JAX policy."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import pytest
 from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 import unilab_jax
-from unilab_jax import export
 from unilab_jax.cli import export as export_cli
-from unilab_jax.policy import load_policy
-from unilab_jax.trainer import train
+from unilab_jax.policy import export, load_policy
+from unilab_jax.training.trainer import train
 
 torch = pytest.importorskip("torch", reason=f"needs torch: {export.EXPORT_EXTRA}")
 
@@ -172,7 +171,7 @@ def test_the_normaliser_is_inside_the_export(algo, request, tmp_path):
     np.testing.assert_allclose(exported, policy(obs), rtol=0, atol=ATOL)
     # The same network and weights without the normaliser act differently, by more than the
     # check's tolerance: an export that dropped it would fail verification.
-    architecture, tensors = export._actor_structure(policy)
+    architecture, tensors = export.actor_structure(policy)
     bare = export.build_module(
         {**architecture, "normalize": False}, {k: torch.from_numpy(v) for k, v in tensors.items()}
     )
@@ -213,20 +212,20 @@ def test_export_policy_checks_before_the_file_is_in_place(sac_policy, tmp_path, 
     was and no temporary file is left."""
     out = tmp_path / "policy.pt"
     out.write_bytes(b"an earlier export")
-    structure = export._actor_structure
+    structure = export.actor_structure
 
     def lose_the_normaliser(policy):
         architecture, tensors = structure(policy)
         return architecture, {**tensors, "obs_mean": np.zeros_like(tensors["obs_mean"])}
 
-    monkeypatch.setattr(export, "_actor_structure", lose_the_normaliser)
+    monkeypatch.setattr(export, "actor_structure", lose_the_normaliser)
     with pytest.raises(
         export.ExportVerificationError,
         match=f"{out} .torch. differs from the JAX policy.*; {out} was not written",
     ):
         export.export_policy(sac_policy, "torch", out)
     assert out.read_bytes() == b"an earlier export" and sorted(tmp_path.iterdir()) == [out]
-    monkeypatch.setattr(export, "_actor_structure", structure)
+    monkeypatch.setattr(export, "actor_structure", structure)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -312,7 +311,7 @@ def test_the_export_wraps_the_algorithms_one_torch_actor(sac_policy, td3_policy,
 def test_a_robots_joint_targets_are_recorded_as_an_affine_clip():
     """Go1's ``ctrl_from_action`` (joint position targets around the default pose) is what
     the metadata's ``affine_clipped`` formula says, at the default pose and at the bounds."""
-    _, scaling = export._env_description("Go1JoystickFlat", None, 48, 12)
+    _, scaling = export.env_description("Go1JoystickFlat", None, 48, 12)
     assert scaling["kind"] == "affine_clipped" and scaling["action_scale"] == 0.3
     bias, lo, hi = (np.array(scaling[k]) for k in ("action_bias", "ctrl_min", "ctrl_max"))
     assert bias.shape == lo.shape == hi.shape == (12,)

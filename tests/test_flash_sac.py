@@ -231,7 +231,7 @@ def test_a_short_run_checkpoints_loads_and_exports_a_checked_torchscript(tmp_pat
     pytest.importorskip("torch")
     from unilab_jax import export_policy, load_policy
     from unilab_jax.config import TrainConfig
-    from unilab_jax.trainer import train
+    from unilab_jax.training.trainer import train
 
     config = TrainConfig(
         env="PendulumSwingup", algo="flash_sac", num_envs=8, replay_buffer_n=16, batch_size=32,

@@ -121,3 +121,16 @@ def test_no_core_module_imports_torch_at_load_time():
         if target.split(".")[0] == "torch"
     )
     assert len(_modules()) > 50 and not offenders, offenders
+
+
+def test_the_core_is_packages_by_role_with_four_top_modules():
+    """The tree is the architecture: at the top of ``unilab_jax`` only ``__init__``, ``config``,
+    ``errors`` and ``train`` (``python -m unilab_jax.train``); everything else in a package
+    named after its role (docs/layout.md draws the tree)."""
+    top = sorted(p.name for p in (ROOT / "unilab_jax").glob("*.py"))
+    assert top == ["__init__.py", "config.py", "errors.py", "train.py"]
+    packages = sorted(p.parent.name for p in (ROOT / "unilab_jax").glob("*/__init__.py"))
+    assert packages == [
+        "algos", "analysis", "cli", "collection", "distributed", "envs", "policy", "torch",
+        "training",
+    ]  # fmt: skip

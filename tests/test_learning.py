@@ -9,7 +9,7 @@ import pytest
 
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs.robots import RobotAssetError, robot_mjcf_path
-from unilab_jax.trainer import Trainer, train
+from unilab_jax.training.trainer import Trainer, train
 
 THRESHOLD = 130.0
 RANDOM_POLICY_RETURN = 45.0
@@ -77,7 +77,7 @@ def test_td3_on_go1_with_c_mujoco_tracks_the_velocity_command_where_standing_can
     from unilab_jax.envs.episodes import mujoco_episodes
     from unilab_jax.envs.registry import make_task
     from unilab_jax.envs.vec_env import MujocoVecEnv
-    from unilab_jax.presets import preset_configs
+    from unilab_jax.training.presets import preset_configs
 
     try:
         robot_mjcf_path("go1")

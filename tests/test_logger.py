@@ -14,8 +14,8 @@ import pytest
 from rich.console import Console
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from unilab_jax.logging import OffPolicyLogger, use_console
-from unilab_jax.logging.common import format_duration, format_number
+from unilab_jax.training.logger import OffPolicyLogger, use_console
+from unilab_jax.training.logger.common import format_duration, format_number
 
 SHOW_CURSOR = "\x1b[?25h"
 HIDE_CURSOR = "\x1b[?25l"
@@ -482,7 +482,7 @@ def test_missing_wandb_warns_and_falls_back_to_console(make_logger, monkeypatch)
 def test_logging_imports_neither_torch_nor_tensorflow(tmp_path):
     code = (
         "import sys\n"
-        "from unilab_jax.logging import OffPolicyLogger\n"
+        "from unilab_jax.training.logger import OffPolicyLogger\n"
         f"OffPolicyLogger(log_dir={str(tmp_path)!r}, log_backend='tensorboard').close()\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'tensorflow', 'wandb')]\n"
         "assert not bad, bad\n"
@@ -493,7 +493,7 @@ def test_logging_imports_neither_torch_nor_tensorflow(tmp_path):
 def test_train_wandb_sink_takes_the_run_options_full_config_and_writes_tensorboard_too(
     wandb_offline, tmp_path
 ):
-    from unilab_jax.sinks import LoggerSink, RunInfo
+    from unilab_jax.training.sinks import LoggerSink, RunInfo
 
     sink = LoggerSink("wandb", quiet=True, wandb={"project": "probe", "group": "sweep-1"})
     config = {"train": {"env": "PendulumSwingup", "num_envs": 8}, "algo": {"gamma": 0.99}}

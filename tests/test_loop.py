@@ -11,7 +11,7 @@ import pytest
 from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 from unilab_jax.config import ConfigError, TrainConfig
-from unilab_jax.trainer import EnvNaNError, Trainer, train
+from unilab_jax.training.trainer import EnvNaNError, Trainer, train
 
 
 @pytest.fixture(scope="module")

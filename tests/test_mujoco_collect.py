@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from tiny import array_crcs  # tests/tiny.py
 
-from unilab_jax.checkpoint import read_meta, restore_checkpoint
 from unilab_jax.config import ConfigError, TrainConfig
-from unilab_jax.trainer import Trainer, train
+from unilab_jax.training.checkpoint import read_meta, restore_checkpoint
+from unilab_jax.training.trainer import Trainer, train
 
 # Go1 on C MuJoCo, 8 envs, 20-step episodes (so episodes end, reset and are counted), TD3 (its
 # per-env exploration noise scales are part of the state a resume must restore).
@@ -102,7 +102,7 @@ def test_resume_is_bit_exact_over_every_leaf_including_c_mujoco_state(run, train
 
 
 def test_a_loaded_policy_evaluates_on_c_mujoco_as_the_trainer_did(run, trainer):
-    """``unilab_jax.evaluate`` follows the run's physics: the checkpoint's policy on C MuJoCo
+    """``unilab_jax.policy.evaluate`` follows the run's physics: the checkpoint's policy on C MuJoCo
     gives the trainer's own final evaluation, plus time-limit and per-step reward figures."""
     import unilab_jax
 
@@ -119,7 +119,7 @@ def test_a_loaded_policy_evaluates_on_c_mujoco_as_the_trainer_did(run, trainer):
     assert report["reward/tracking_lin_vel_per_step"] == pytest.approx(float(np.mean(tracking)))
     # play's rollout follows the run's physics too: the same episodes, frame by frame.
     from unilab_jax.envs import load
-    from unilab_jax.play import rollout_mujoco
+    from unilab_jax.policy.play import rollout_mujoco
 
     env = load(GO1.env, config_override=GO1.env_overrides)
     played = rollout_mujoco(policy, env, GO1.eval_envs, 20, GO1.seed + 1)
@@ -230,7 +230,7 @@ def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tm
     config.write_text(json.dumps({"train": dataclasses.asdict(GO1), "algo": WIDTHS}))
     common = ["--config", str(config), "--num-devices", "2", "--logger", "none", "--quiet"]
     one = _start_cli(["unilab_jax.train", *common, "--log-dir", str(tmp_path / "one")], 2)
-    two = _start_cli(["unilab_jax.launch", "--nproc", "2", "--", *common,
+    two = _start_cli(["unilab_jax.cli", "launch", "--nproc", "2", "--", *common,
                       "--log-dir", str(tmp_path / "two")], None)  # fmt: skip
     _finish(one, "1 process x 2 devices")
     _finish(two, "2 processes x 1 device")
@@ -242,7 +242,7 @@ def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tm
                  for d in ("one", "two")]  # fmt: skip
     assert summaries[1]["eval_mean_return"] == pytest.approx(summaries[0]["eval_mean_return"],
                                                              rel=1e-5)  # fmt: skip
-    resumed = _start_cli(["unilab_jax.launch", "--nproc", "2", "--", *common, "--log-dir",
+    resumed = _start_cli(["unilab_jax.cli", "launch", "--nproc", "2", "--", *common, "--log-dir",
                           str(tmp_path / "resumed"), "--resume", str(tmp_path / "one"),
                           "--resume-step", "2"], None)  # fmt: skip
     _finish(resumed, "2-process resume")

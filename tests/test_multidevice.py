@@ -1,7 +1,7 @@
 """1 vs 2 forced host devices: same parameters for the same global batch; the sharded loop runs.
 
 Runs in a subprocess (the device count is fixed when JAX starts) under a timeout, because of
-the batched-Cholesky deadlock of forced host devices (unilab_jax/cpu_linalg.py); the
+the batched-Cholesky deadlock of forced host devices (unilab_jax/envs/cpu_linalg.py); the
 pendulum has one joint and 4 envs per device, far below the sizes that hang.
 """
 

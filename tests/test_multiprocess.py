@@ -1,4 +1,5 @@
-"""Several processes on JAX's distributed runtime (``unilab_jax.distributed``, ``.launch``).
+"""Several processes on JAX's distributed runtime (``unilab_jax.distributed.processes``,
+``.launch``).
 
 All runs start together in one module fixture, each under a timeout (compiling dominates, and
 on CPU the persistent compile cache serves only process 0: jaxlib 0.10.2 keys CPU programs by
@@ -64,7 +65,7 @@ def _launch(tmp: Path, config_file: Path, name: str, extra: list[str], when, act
     output line ``when(line)`` accepts. Returns ``(exit code, output, seconds from the act to
     the launcher's end or None)``."""
     launcher = _start(
-        ["-m", "unilab_jax.launch", "--nproc", "2", "--", "--config", str(config_file),
+        ["-m", "unilab_jax.cli", "launch", "--nproc", "2", "--", "--config", str(config_file),
          "--max-iterations", "100000", *extra, "--log-dir", str(tmp / name), "--logger", "none"],
         devices=1, stderr=subprocess.STDOUT, env={"TMPDIR": str(tmp)},  # its logs of process 1
     )  # fmt: skip
@@ -132,7 +133,7 @@ def runs(tmp_path_factory):
     ]
     unreachable = _start(
         ["-c", "from unilab_jax.config import TrainConfig\n"
-               "from unilab_jax.distributed import ensure_initialized\n"
+               "from unilab_jax.distributed.processes import ensure_initialized\n"
                f"ensure_initialized(TrainConfig(num_devices=2, num_processes=2, process_id=1, "
                f"coordinator_address='127.0.0.1:{_port()}', coordinator_timeout=3))"],
         devices=1, stderr=subprocess.PIPE,
@@ -176,7 +177,7 @@ def _read(run: Path, step: int, item: str) -> dict:
     """An item of a checkpoint, restored and CRC-checked in this 1-device process."""
     import jax.numpy as jnp
 
-    from unilab_jax.checkpoint import restore_item
+    from unilab_jax.training.checkpoint import restore_item
 
     saved = _meta(run, step)["items"][item]
     like = {name: jnp.zeros(info["shape"], info["dtype"]) for name, info in saved.items()}
@@ -295,7 +296,7 @@ def test_sizes_not_divisible_by_the_global_device_count_fail_before_jax_starts()
 
 
 def test_launcher_documents_its_options_and_refuses_the_ones_it_sets(capsys):
-    from unilab_jax import launch
+    from unilab_jax.cli import launch
 
     text = launch.build_parser().format_help()
     for flag in ("--nproc", "--devices-per-process", "--platform", "--port", "--exit-grace"):

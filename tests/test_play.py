@@ -1,4 +1,4 @@
-"""``python -m unilab_jax.play``: a real offscreen render of a tiny run into a real mp4."""
+"""``unilab-jax play``: a real offscreen render of a tiny run into a real mp4."""
 
 import json
 import os
@@ -6,9 +6,9 @@ import os
 import pytest
 from tiny import TINY, TINY_SAC  # tests/tiny.py
 
-from unilab_jax import play
 from unilab_jax.cli import play as play_cli
-from unilab_jax.trainer import train
+from unilab_jax.policy import play
+from unilab_jax.training.trainer import train
 
 # tests/tiny.py's run with a checkpoint at iteration 4: its compiled programs come from the
 # persistent compile cache.

@@ -1,4 +1,4 @@
-"""``python -m unilab_jax.plot``: real event files from the project's logger, a real figure."""
+"""``unilab-jax plot``: real event files from the project's logger, a real figure."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from rich.console import Console
 pytest.importorskip("matplotlib", reason="needs the plot extra (matplotlib)")
 import matplotlib.image  # noqa: E402
 
+from unilab_jax.analysis.plot import load_curves, plot_runs, run_label  # noqa: E402
 from unilab_jax.cli.plot import main  # noqa: E402
-from unilab_jax.logging import OffPolicyLogger, use_console  # noqa: E402
-from unilab_jax.plot import load_curves, plot_runs, run_label  # noqa: E402
+from unilab_jax.training.logger import OffPolicyLogger, use_console  # noqa: E402
 
 STEPS_PER_ITER = 1024
 
@@ -132,7 +132,7 @@ def test_plot_runs_labels_and_formats(runs, tmp_path):
 
 
 def test_runs_that_differ_only_in_their_seed_are_one_mean_with_a_band(tmp_path, capsys):
-    from unilab_jax.plot import _series
+    from unilab_jax.analysis.plot import _series
 
     logs = tmp_path / "logs"
     for seed, offset in ((0, 0.0), (1, 100.0), (2, 40.0)):

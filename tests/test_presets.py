@@ -6,7 +6,7 @@ import pytest
 
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.config import ConfigError, TrainConfig
-from unilab_jax.presets import _PRESETS, family_of, get_preset, preset_configs, preset_line
+from unilab_jax.training.presets import _PRESETS, family_of, get_preset, preset_configs, preset_line
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from unilab_jax.algos.agent import Transition
-from unilab_jax.replay import init_replay, replay_insert, replay_sample, replay_size
+from unilab_jax.collection.replay import init_replay, replay_insert, replay_sample, replay_size
 
 
 def _rows(value: float, num_envs: int = 2) -> Transition:

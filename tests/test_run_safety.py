@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from unilab_jax.rundir import LOCK_FILE, LogDirError, claim_log_dir, probe_log_dir
+from unilab_jax.training.rundir import LOCK_FILE, LogDirError, claim_log_dir, probe_log_dir
 
 TINY = (
     "--env", "PendulumSwingup", "--algo", "td3", "--num-envs", "8", "--replay-buffer-n", "16",
@@ -183,7 +183,8 @@ def test_missing_resume_path_and_file_log_dir_fail_at_once_creating_nothing(tmp_
 
 def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from unilab_jax.rundir import claim_log_dir; "
+        [sys.executable, "-c",
+         "import sys, time; from unilab_jax.training.rundir import claim_log_dir; "
          f"claim_log_dir({str(tmp_path)!r}); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -231,7 +232,7 @@ def test_a_diverged_learner_stops_the_run_with_a_named_error_and_exit_3(tmp_path
     import numpy as np
 
     import unilab_jax
-    from unilab_jax.checkpoint import list_steps
+    from unilab_jax.training.checkpoint import list_steps
 
     for step in list_steps(tmp_path / "run" / "checkpoints"):
         policy = unilab_jax.load_policy(tmp_path / "run", step)

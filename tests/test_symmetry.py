@@ -547,7 +547,7 @@ def test_symmetry_on_a_task_without_a_mirror_fails_before_building():
     with pytest.raises(ConfigError, match="PendulumSwingup declares no mirror map.*G1WalkFlat"):
         resolve_mirror(True, load("PendulumSwingup"), 8)
     assert resolve_mirror(False, load("PendulumSwingup"), 7) is None
-    from unilab_jax.trainer import Trainer
+    from unilab_jax.training.trainer import Trainer
 
     config = TrainConfig(env="PendulumSwingup", algo="td3", num_envs=4, batch_size=8)
     with pytest.raises(ConfigError, match="declares no mirror map"):

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from unilab_jax.algos.hyperparams import settings_from_json
-from unilab_jax.checkpoint import CheckpointError
 from unilab_jax.policy import Policy, PolicyReader, agent_template
+from unilab_jax.training.checkpoint import CheckpointError
 
 __all__ = ["READER", "TorchMissingError", "find_torch_checkpoint", "read_torch_policy"]
 
@@ -84,7 +84,7 @@ def read_torch_policy(file: Path) -> Policy:
         ) from err
     if not isinstance(saved, dict) or "actor" not in saved:
         keys = sorted(map(str, saved)) if isinstance(saved, dict) else type(saved).__name__
-        exported = " (an exported policy: unilab_jax.export.load_exported reads it)"
+        exported = " (an exported policy: unilab_jax.policy.export.load_exported reads it)"
         raise CheckpointError(
             f"{file} is not a facade checkpoint (model_<iteration>.pt: a learner's "
             f"get_state_dict() with a {META_KEY!r} entry); it holds {keys}"

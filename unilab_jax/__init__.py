@@ -2,15 +2,20 @@
 
 ``unilab_jax.load_policy(run)`` and ``unilab_jax.evaluate(policy)`` (from
 ``unilab_jax.policy``) and ``unilab_jax.export_policy(policy, fmt, out)`` (from
-``unilab_jax.export``: torch, TorchScript or ONNX) are imported on first use, so
+``unilab_jax.policy.export``: torch, TorchScript or ONNX) are imported on first use, so
 ``import unilab_jax`` stays light.
+
+The packages, by role: ``training`` (the run: trainer, host loop, checkpoints, resume, sinks,
+presets), ``collection`` (the device program and C MuJoCo collection), ``algos``, ``envs``,
+``policy`` (after training), ``distributed``, ``analysis``, ``torch`` (the only one that
+imports torch) and ``cli`` (the command-line programs, ``unilab-jax <command>``).
 """
 
 __version__ = "0.1.0"
 __all__ = ["evaluate", "export_policy", "load_policy"]
 
 # Where each lazily imported name lives.
-_LAZY = {"evaluate": "policy", "load_policy": "policy", "export_policy": "export"}
+_LAZY = {"evaluate": "policy", "load_policy": "policy", "export_policy": "policy.export"}
 
 
 def __getattr__(name: str):

@@ -7,7 +7,8 @@ learner iteration. ``policy_frequency`` defaults per algorithm (SAC 4, TD3 2, fr
 
 ``TrainConfig.physics`` picks what the core collects with: MJX inside the fused device step
 (the default), or C MuJoCo on CPU threads feeding the same replay and update block
-(``unilab_jax.collect``). It is not the facade's ``sim_backend``, which picks which trainer
+(``unilab_jax.collection.mujoco``). It is not the facade's ``sim_backend``, which picks which
+trainer
 runs (``"mujoco"`` there is the torch path).
 """
 
@@ -17,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from unilab_jax.algos.registry import get_algo
-from unilab_jax.cluster import Cluster, detected_cluster
+from unilab_jax.distributed.cluster import Cluster, detected_cluster
 from unilab_jax.errors import ConfigError
 
 __all__ = [
@@ -82,8 +83,8 @@ class TrainConfig:
     num_processes: int | None = None
     """Processes of a multi-process run (jax.distributed), each owning its local devices;
     None: one, or what JAX detects under SLURM (srun) or Open MPI (mpirun) when process_id and
-    coordinator_address are unset too (1: train alone even there). ``python -m
-    unilab_jax.launch`` sets all three."""
+    coordinator_address are unset too (1: train alone even there). ``unilab-jax
+    launch`` sets all three."""
     process_id: int | None = None
     """This process's index in a multi-process run, 0 .. num_processes - 1; process 0 hosts
     the coordinator, logs and writes the run's files."""
@@ -255,7 +256,8 @@ class TrainConfig:
         return cluster.num_processes if cluster else 1
 
     def _validate_processes(self) -> None:
-        """The multi-process settings (``unilab_jax.distributed``), checked before JAX starts."""
+        """The multi-process settings (``unilab_jax.distributed.processes``), checked before JAX
+        starts."""
         n, pid, address = self.num_processes, self.process_id, self.coordinator_address
         for name, value in (("num_processes", n), ("process_id", pid)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -277,7 +279,7 @@ class TrainConfig:
         if n is not None and n > 1 and (pid is None or address is None):
             raise ConfigError(
                 f"num_processes {n} needs --process-id and --coordinator-address for every "
-                f"process (or start them all with python -m unilab_jax.launch --nproc {n})"
+                f"process (or start them all with unilab-jax launch --nproc {n})"
             )
         processes = self.planned_processes()
         if self.num_devices % processes:

@@ -22,4 +22,5 @@ class LearnerDivergedError(FloatingPointError):
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be written or restored; the message says which and why
-    (``unilab_jax.checkpoint``'s errors and ``unilab_jax.resume.ResumeError`` derive from it)."""
+    (``unilab_jax.training.checkpoint``'s errors and ``unilab_jax.training.resume.ResumeError``
+    derive from it)."""

@@ -41,8 +41,8 @@ WAYS = (("mjx", "sync"), ("mujoco", "sync"), ("mujoco", "overlap"))
 
 def _child(spec: dict) -> dict:
     """One timed training run (in this process); returns its figures."""
-    from unilab_jax.presets import preset_configs
-    from unilab_jax.trainer import Trainer, train
+    from unilab_jax.training.presets import preset_configs
+    from unilab_jax.training.trainer import Trainer, train
 
     config, algo = preset_configs(
         spec["env"], spec.get("algo", "td3"), scale="cpu", train=spec.get("train"),
@@ -238,10 +238,10 @@ def train_run(args: argparse.Namespace) -> None:
 
     import jax
 
-    from unilab_jax.interrupts import RunStopped
-    from unilab_jax.presets import preset_configs
-    from unilab_jax.sinks import BaseSink, PlainLineSink
-    from unilab_jax.trainer import Trainer, train
+    from unilab_jax.training.interrupts import RunStopped
+    from unilab_jax.training.presets import preset_configs
+    from unilab_jax.training.sinks import BaseSink, PlainLineSink
+    from unilab_jax.training.trainer import Trainer, train
 
     train_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     algo_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.algo_set)}
@@ -308,8 +308,8 @@ def facade_runner(env_name: str, algo: str, train_set: dict, algo_set: dict) -> 
     from unilab.algos.torch.offpolicy import OffPolicyRunner
     from unilab.algos.torch.registry import TORCH_ALGOS, build_learner
     from unilab_jax.envs import load
-    from unilab_jax.presets import preset_configs
-    from unilab_jax.trainer import resolve_algo_config
+    from unilab_jax.training.presets import preset_configs
+    from unilab_jax.training.trainer import resolve_algo_config
 
     config, settings = preset_configs(
         env_name, algo, "cpu", train=train_set, algo_settings=algo_set
@@ -346,7 +346,7 @@ def torch_run(args: argparse.Namespace) -> None:
     import jax
 
     import unilab_jax
-    from unilab_jax.interrupts import RunStopped
+    from unilab_jax.training.interrupts import RunStopped
 
     train_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
     algo_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.algo_set)}

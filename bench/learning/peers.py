@@ -14,9 +14,10 @@ Each (task, algo, seed) runs in its own subprocess with a hard timeout (``--time
   policy parameters (``_host_unpmap``: otherwise its evaluation recompiles on 3 of its first
   4 calls under jax 0.10; the returns are bit-identical either way). Neither touches
   training; only the Brax child installs them.
-* ``sac`` / ``td3`` / ``flash_sac``: ``unilab_jax.trainer.train`` on ``playground/<task>``
+* ``sac`` / ``td3`` / ``flash_sac``: ``unilab_jax.training.trainer.train`` on ``playground/<task>``
   (our adapter, the same Playground task on MJX ``impl="jax"``) with our preset for the task
-  (``--our-preset cpu``, the default: ``dm_control/cpu`` of ``unilab_jax.presets``, 128 envs,
+  (``--our-preset cpu``, the default: ``dm_control/cpu`` of ``unilab_jax.training.presets``, 128
+  envs,
   batch 512, 8 updates per iteration, discount 0.97, widths 256, replay 524,288 rows), which
   has Brax's envs, so both sides evaluate after the same iterations; learning starts after
   Brax's prefill (``min_replay_size / num_envs`` iterations). ``--our-preset none`` runs our
@@ -55,7 +56,7 @@ side includes compiling the evaluator); ``train_sec = wall_sec - sum(eval_sec so
 imports (jax, brax + Playground, or unilab_jax + Playground) and JAX backend start-up; not in
 ``wall_sec``. No persistent compilation cache on either side (``UNILAB_JAX_COMPILATION_CACHE=0``,
 ``JAX_COMPILATION_CACHE_DIR`` unset), so every compile is cold. Physics lowering: both
-children call ``unilab_jax.cpu_linalg.install_on_cpu()`` (on one CPU device that keeps jax's
+children call ``unilab_jax.envs.cpu_linalg.install_on_cpu()`` (on one CPU device that keeps jax's
 LAPACK kernels; with several it installs the LAPACK-free Cholesky that avoids jaxlib 0.10.2's
 deadlock), so both sides run the same MJX lowering; ``--brax-lapack`` leaves Brax on jax's
 LAPACK lowering in every case.
@@ -267,7 +268,7 @@ def _child_brax(args: argparse.Namespace, plan: dict) -> None:
 
     _install_device_put_replicated_shim()
     if not args.brax_lapack:
-        from unilab_jax import cpu_linalg
+        from unilab_jax.envs import cpu_linalg
 
         cpu_linalg.install_on_cpu()
     from brax.training.agents.sac import networks as sac_networks
@@ -349,8 +350,8 @@ class _EvalAt:
 
 
 def _child_ours(args: argparse.Namespace, plan: dict) -> None:
-    from unilab_jax.presets import preset_configs
-    from unilab_jax.trainer import Trainer, train
+    from unilab_jax.training.presets import preset_configs
+    from unilab_jax.training.trainer import Trainer, train
 
     preset = plan["preset"]
     # The run's shape and evaluation points are the plan's (Brax's iterations); the rest is
@@ -596,10 +597,11 @@ def _best_evals(rows: list[dict]) -> dict[tuple[str, str], dict[int, float]]:
 
 
 def aggregate(rows: list[dict]) -> str:
-    """The statistics of the seeds (``unilab_jax/stats.py``): per task and algorithm the mean best
-    evaluation with its 95% bootstrap interval against Brax's mean; over tasks the IQM of the
-    best evaluations normalised by Brax's mean best, with 95% stratified bootstrap intervals."""
-    from unilab_jax.stats import mean_interval, stratified_interval
+    """The statistics of the seeds (``unilab_jax/analysis/stats.py``): per task and algorithm the
+    mean best evaluation with its 95% bootstrap interval against Brax's mean; over tasks the IQM
+    of the best evaluations normalised by Brax's mean best, with 95% stratified bootstrap
+    intervals."""
+    from unilab_jax.analysis.stats import mean_interval, stratified_interval
 
     best = _best_evals(rows)
     targets = brax_targets(rows)
@@ -675,7 +677,7 @@ def _plot_seeds(ax, curves: list[list[dict]], key: str, algo: str) -> None:
     band over the evaluation points every seed has (x: the mean over seeds)."""
     import numpy as np
 
-    from unilab_jax.stats import pointwise_band
+    from unilab_jax.analysis.stats import pointwise_band
 
     if not curves:
         return
@@ -708,7 +710,7 @@ def merge_rows(files: list[dict]) -> tuple[list[dict], list[dict]]:
 def _check_our_preset(parser: argparse.ArgumentParser, plans: list[dict], scale: str) -> None:
     """Before any child starts: our preset must have Brax's env count (the two sides evaluate
     after the same iterations)."""
-    from unilab_jax.presets import get_preset
+    from unilab_jax.training.presets import get_preset
 
     for plan in plans:
         preset = get_preset(f"playground/{plan['task']}", scale)
@@ -874,7 +876,8 @@ def main(argv: list[str] | None = None) -> int:
                 "`brax_sac_config(task)` (num_resets_per_eval dropped), Playground's "
                 "`wrap_for_brax_training`, deterministic evaluation unless "
                 f"`brax_stochastic_eval` (options: {options}). Ours: "
-                "`unilab_jax.trainer.train` on `playground/<task>` with 128 envs and learning "
+                "`unilab_jax.training.trainer.train` on `playground/<task>` with 128 envs and "
+                "learning "
                 "after Brax's 8192-step prefill; " + _our_settings(runs) + ".",
                 f"- Evaluation on both sides after the same iterations (step 0 included): the "
                 f"deterministic policy, one full episode in each of {options['eval_envs']} fresh "

@@ -13,7 +13,7 @@ Every run is a child process of its own, one after another, so each has the CPU 
 * **speed**: throughput at matched learner work (:data:`RECIPES`' ``speed``: the same algorithm,
   env count, batch, updates per iteration and widths, the sync schedule): the reference
   (``unilab.cli.train_main`` in its venv, C MuJoCo through ``mujoco-uni``'s batched pool),
-  our core (``unilab_jax.trainer`` with C MuJoCo collection) and our facade's torch path
+  our core (``unilab_jax.training.trainer`` with C MuJoCo collection) and our facade's torch path
   (``OffPolicyRunner``, ``sim_backend="mujoco"``). Env steps/s and updates/s over the logged
   points after the first, the same way for all three: the reference and the facade from their
   TensorBoard files (``axis/env_steps_total`` and its wall time), the core from its blocks.

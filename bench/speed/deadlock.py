@@ -1,4 +1,4 @@
-"""Evidence for the forced-host-device LAPACK deadlock and for ``unilab_jax/cpu_linalg.py``.
+"""Evidence for the forced-host-device LAPACK deadlock and for ``unilab_jax/envs/cpu_linalg.py``.
 
 Three measurements, each in its own subprocess with a hard timeout (a hung child is killed by
 its process group and reported, with the CPU it used over its last seconds):
@@ -45,7 +45,7 @@ def _select_lowering(fix: bool):
     """The fix (``cpu_linalg.install()``) or jax's own LAPACK kernels. The library installs the
     fix by itself in every CPU MJX env and in ``Trainer`` (``cpu_linalg.install_on_cpu``), so a
     LAPACK child switches that automatic install off first. Returns the module."""
-    from unilab_jax import cpu_linalg
+    from unilab_jax.envs import cpu_linalg
 
     if fix:
         cpu_linalg.install()
@@ -141,10 +141,10 @@ def _child_cheetah(n_dev: int, n_local: int, fix: bool, repeats: int) -> None:
 
 
 def _child_train(n_local: int, fix: bool) -> None:
-    """``unilab_jax.trainer.train`` on CheetahRun over 2 devices, ``n_local`` envs each."""
+    """``unilab_jax.training.trainer.train`` on CheetahRun over 2 devices, ``n_local`` envs each."""
     _select_lowering(fix)
     from unilab_jax.config import TrainConfig
-    from unilab_jax.trainer import train
+    from unilab_jax.training.trainer import train
 
     config = TrainConfig(
         env="CheetahRun",
@@ -328,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         nargs="*",
         default=[],
-        help="also run unilab_jax.trainer.train on CheetahRun over 2 devices with these envs "
+        help="also run unilab_jax.training.trainer.train on CheetahRun over 2 devices with these "
+        "envs "
         "per device (tiny networks, 6 iterations; 2x --timeout each)",
     )
     parser.add_argument("--no-record", action="store_true")
@@ -454,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         "Each case runs in its own subprocess; 2 devices = "
         "`XLA_FLAGS=--xla_force_host_platform_device_count=2` (same 2 cores). `lapack`: jax's "
         "own CPU lowering (`lapack_spotrf_ffi` / `lapack_strsm_ffi`); `fix`: "
-        "`unilab_jax.cpu_linalg.install()` (unrolled jnp Cholesky for n <= 32, HLO "
+        "`unilab_jax.envs.cpu_linalg.install()` (unrolled jnp Cholesky for n <= 32, HLO "
         "`triangular_solve`). CheetahRun rows: 10 control steps (50 physics steps) per call "
         "with random actions, median of the calls after the first. A hang is a child killed "
         "at the timeout; its CPU use over the last 20 s is read from /proc.",

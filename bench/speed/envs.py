@@ -15,11 +15,12 @@
    Every measurement runs in its own subprocess (one per backend, device count and size) with
    a hard timeout, so the parent never hangs and each child starts JAX with its own flags; a
    timeout is reported as such, not as a number. MJX envs on the CPU lower Cholesky as the
-   library does (``unilab_jax/cpu_linalg.py``: jax's LAPACK kernels on 1 device, the
+   library does (``unilab_jax/envs/cpu_linalg.py``: jax's LAPACK kernels on 1 device, the
    LAPACK-free lowering with 2).
 
 2. The fused training iteration (env step + replay insert + normaliser + updates, all in the
-   loop's one jitted step): env steps/s and ms per iteration of ``unilab_jax.trainer.train``
+   loop's one jitted step): env steps/s and ms per iteration of
+   ``unilab_jax.training.trainer.train``
    on PendulumSwingup and CheetahRun with a CPU-sized configuration (``--train-*`` options),
    from the trainer's own history (``sec_per_iter``; the first logged block, which holds the
    iterations before learning starts, is left out).
@@ -263,7 +264,7 @@ def _fmt_env_row(r: dict) -> str:
 
 def _train_measure(args: argparse.Namespace, name: str, algo: str) -> dict:
     from unilab_jax.config import TrainConfig
-    from unilab_jax.trainer import train
+    from unilab_jax.training.trainer import train
 
     config = TrainConfig(
         env=name,
@@ -425,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
             f"2 devices: the same body under `jax.shard_map` over a 1-D `data` mesh of 2 forced "
             f"host devices (`XLA_FLAGS=--xla_force_host_platform_device_count=2`; on this CPU "
             f"both devices share the same cores). Linear algebra as in the library "
-            f"(`unilab_jax/cpu_linalg.py`): LAPACK on 1 device, the LAPACK-free Cholesky on 2. "
+            f"(`unilab_jax/envs/cpu_linalg.py`): LAPACK on 1 device, the LAPACK-free Cholesky on "
+            f"2. "
             f"Each "
             f"backend, device count and size runs in its own subprocess with a "
             f"{args.timeout}s timeout.",
@@ -492,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(table, flush=True)
         notes = [
-            f"`unilab_jax.trainer.train` (1 device) with a CPU-sized configuration: "
+            f"`unilab_jax.training.trainer.train` (1 device) with a CPU-sized configuration: "
             f"{args.train_envs} envs, batch {args.train_batch}, {args.train_updates} updates "
             f"per iteration, replay_buffer_n {args.train_replay_n}, actor/critic widths "
             f"{args.train_actor}/{args.train_critic}, {args.train_iterations} iterations logged "

@@ -1,6 +1,6 @@
 """Learner speed: gradient updates/s of the exact update block the fused loop runs.
 
-One learner iteration of ``unilab_jax.step`` is one ``replay_sample`` gather of
+One learner iteration of ``unilab_jax.collection.step`` is one ``replay_sample`` gather of
 ``batch_size * updates_per_step`` rows from the replay ring, then a ``lax.scan`` over the
 updates: critic (and SAC temperature) every update, actor when ``u % policy_frequency == 0``,
 Polyak target every update. This script runs that block, built by the loop's own
@@ -57,9 +57,9 @@ from bench.common import (  # noqa: E402
 from unilab_jax.algos.agent import Transition  # noqa: E402
 from unilab_jax.algos.sac import SACConfig, make_sac  # noqa: E402
 from unilab_jax.algos.td3 import TD3Config, make_td3  # noqa: E402
+from unilab_jax.collection.replay import ReplayState, replay_sample  # noqa: E402
+from unilab_jax.collection.step import DATA_AXIS, _make_update_block, make_mesh  # noqa: E402
 from unilab_jax.config import TrainConfig  # noqa: E402
-from unilab_jax.replay import ReplayState, replay_sample  # noqa: E402
-from unilab_jax.step import DATA_AXIS, _make_update_block, make_mesh  # noqa: E402
 
 #: (obs, critic obs, action) sizes of the tasks measured.
 TASK_DIMS = {
@@ -315,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table)
     notes = [
-        f"The update block of `unilab_jax.step` (one gather of batch x updates rows, then the "
+        "The update block of `unilab_jax.collection.step` (one gather of batch x updates rows, "
+        "then the "
         f"scanned critic / actor-every-pf / target updates) under a 1-device `shard_map`; "
         f"replay ring of {args.buffer_envs} envs x {args.buffer_slots} slots of random "
         f"transitions; median of {args.repeats} calls after one warm-up call; "

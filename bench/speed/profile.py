@@ -216,7 +216,7 @@ def learning_step(algo: str, spec: dict, overrides: dict | None = None):
     ``log_interval``-iteration step, the compile's seconds and ``call()``, which runs one
     block on the state threaded through and returns ``(state, metrics)``; the replay is
     filled past the learning threshold first, so that every later call learns."""
-    from unilab_jax.trainer import Trainer
+    from unilab_jax.training.trainer import Trainer
 
     config = TrainConfig(algo=algo, max_iterations=10**6, eval_envs=0, save_interval=0,
                          **spec["train"])  # fmt: skip

@@ -2,7 +2,7 @@
 a fixed global batch.
 
 Every configuration is one real training run in its own subprocesses: ``python -m
-unilab_jax.train --num-devices K`` for one process of K devices, ``python -m unilab_jax.launch
+unilab_jax.train --num-devices K`` for one process of K devices, ``unilab-jax launch
 --nproc P --devices-per-process K`` for P processes on JAX's distributed runtime (CPU
 collectives over gloo). ``num_envs``, ``batch_size`` and the updates per iteration are global
 and the same in every row; envs, replay and batch are split over all devices. The figure of a
@@ -66,7 +66,7 @@ def run_config(args: argparse.Namespace, processes: int, devices: int) -> dict:
         if processes == 1:
             cmd = [sys.executable, "-m", "unilab_jax.train", *common, "--num-devices", str(total)]
         else:
-            cmd = [sys.executable, "-m", "unilab_jax.launch", "--nproc", str(processes),
+            cmd = [sys.executable, "-m", "unilab_jax.cli", "launch", "--nproc", str(processes),
                    "--devices-per-process", str(devices), "--platform", args.platform, "--",
                    *common]  # fmt: skip
         start = time.perf_counter()

@@ -3,7 +3,7 @@ evaluations goes, ours next to Brax SAC's, cold and with a warm compilation cach
 
 Each measurement is a fresh interpreter (``subprocess``), so imports and JAX's start-up count.
 Our child (the task at our CPU preset) times, in order, with ``time.perf_counter``: ``imports``
-(``import unilab_jax.trainer``: jax, flax, optax, MuJoCo and MJX, orbax, rich); ``build``
+(``import unilab_jax.training.trainer``: jax, flax, optax, MuJoCo and MJX, orbax, rich); ``build``
 (``Trainer(config)``: the env's MJCF and MJX model, the agent, the mesh); ``init``
 (``init_state()``: parameters, env reset, replay, one compiled call); ``step compile`` (the
 ``log_interval``-iteration training step: what is left of its compile); ``first block``
@@ -19,7 +19,7 @@ call).
 Brax's side is ``bench/learning/peers.py``'s Brax child (Playground's preset, prefill plus one
 epoch of 64 iterations, the same number of eval envs, deterministic evaluation): from launch to its
 step-0 evaluation and to its first evaluation after training began (which includes compiling
-its training step). Both sides lower Cholesky the same way (``unilab_jax.cpu_linalg``).
+its training step). Both sides lower Cholesky the same way (``unilab_jax.envs.cpu_linalg``).
 
 "cold": no persistent compilation cache; "warm": a child reusing the cache another one filled
 (our default cache lives in ``~/.cache/unilab_jax/xla``; here a temporary folder).
@@ -59,8 +59,8 @@ def _child_ours(args: argparse.Namespace) -> None:
 
     import jax
 
-    from unilab_jax.presets import preset_configs
-    from unilab_jax.trainer import Trainer
+    from unilab_jax.training.presets import preset_configs
+    from unilab_jax.training.trainer import Trainer
 
     mark("imports")
     config, algo = preset_configs(args.env, args.algo, "cpu", train={"eval_envs": args.eval_envs})
@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     print(body)
     if not args.no_record:
         method = " ".join(__doc__.split("\n\n")[1].split())
-        notes = [f"`{args.env}`, {args.algo.upper()} at our CPU preset (`unilab_jax.presets`), "
+        notes = [f"`{args.env}`, {args.algo.upper()} at our CPU preset "
+                 "(`unilab_jax.training.presets`), "
                  f"{args.eval_envs} eval envs. {method}"]  # fmt: skip
         record_section("startup", "Start-up time (`bench/speed/startup.py`)", body, info=info,
                        notes=notes)  # fmt: skip

@@ -25,7 +25,7 @@ from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.offpolicy.double_buffer_runner import DoubleBufferOffPolicyRunner
 from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
-from unilab_jax.interrupts import ImmediateInterrupt, TrainingInterrupted
+from unilab_jax.training.interrupts import ImmediateInterrupt, TrainingInterrupted
 
 SLOW_ITERATION_S = 30.0
 LEARNER_KWARGS = dict(obs_dim=3, action_dim=1, critic_obs_dim=3, actor_hidden_dim=32,

@@ -1,6 +1,6 @@
 """B path: `DoubleBufferOffPolicyRunner` and its double-buffer pipeline.
 
-Pipeline unit tests drive `_DoubleBufferPipeline` with thread queues and a fake collector
+Pipeline unit tests drive `DoubleBufferPipeline` with thread queues and a fake collector
 thread (no process). Only two tests spawn a collector (`learn`), on PendulumSwingup."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.offpolicy.double_buffer_runner import (
     DoubleBufferOffPolicyRunner,
-    _DoubleBufferPipeline,
+    DoubleBufferPipeline,
 )
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 
@@ -203,7 +203,7 @@ class FakeCollector:
 def pipe():
     slots = torch.zeros(2, ROWS, WIDTH).share_memory_()
     requests, ready = queue.Queue(1), queue.Queue(1)
-    pipeline = _DoubleBufferPipeline(slots, requests, ready, "cpu", base_seed=7)
+    pipeline = DoubleBufferPipeline(slots, requests, ready, "cpu", base_seed=7)
     yield pipeline, requests, ready, slots
     pipeline.close()
 

@@ -1,5 +1,5 @@
 """After training on the facade: every ``model_<it>.pt`` records its hyperparameters, so
-``unilab_jax.load_policy``, ``evaluate`` and ``python -m unilab_jax.evaluate`` read facade runs
+``unilab_jax.load_policy``, ``evaluate`` and ``unilab-jax evaluate`` read facade runs
 of both backends, and act exactly as the torch learner's deterministic actor.
 
 The runs use the nets, envs and schedule of the tiny pendulum run (``tests/tiny.py``), so the
@@ -27,10 +27,10 @@ from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.offpolicy import OffPolicyRunner
 from unilab.algos.torch.offpolicy.checkpoints import META_KEY, checkpoint_meta, save_model
 from unilab.torch_policy import TorchMissingError
-from unilab_jax.checkpoint import CheckpointError
 from unilab_jax.config import TrainConfig
 from unilab_jax.policy import evaluate, load_policy
-from unilab_jax.sinks import PlainLineSink, RunInfo
+from unilab_jax.training.checkpoint import CheckpointError
+from unilab_jax.training.sinks import PlainLineSink, RunInfo
 
 pytestmark = pytest.mark.timeout(600)
 torch.set_num_threads(1)  # 2 cores shared with the collector process
@@ -54,13 +54,8 @@ def torch_actions(learner, obs: np.ndarray) -> np.ndarray:
 
 
 def evaluate_cli(argv: list[str]) -> int:
-    """``python -m unilab_jax.evaluate`` in this process. Importing that submodule binds it as
-    the package attribute ``unilab_jax.evaluate``; the module calls ``policy.evaluate`` when
-    called, so ``unilab_jax.evaluate(policy)`` still works afterwards (checked here)."""
-    module = importlib.import_module("unilab_jax.evaluate")
-    package = importlib.import_module("unilab_jax")
-    assert package.evaluate is module and callable(package.evaluate)
-    return module.main(argv)
+    """``unilab-jax evaluate`` in this process."""
+    return importlib.import_module("unilab_jax.cli.evaluate").main(argv)
 
 
 def panel_env_steps(text: str) -> int:

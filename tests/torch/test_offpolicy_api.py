@@ -241,7 +241,7 @@ COLLECTOR_FN = (
 )
 
 # (qualname on the logger class, documented parameter list): shared by the facade rows and the
-# rows for `unilab_jax.logging.OffPolicyLogger`, which the facade re-exports.
+# rows for `unilab_jax.training.logger.OffPolicyLogger`, which the facade re-exports.
 LOGGER_SIGNATURES = [
     (
         "OffPolicyLogger.__init__",
@@ -324,8 +324,9 @@ def test_documented_signature(module_name, qualname, expected):
     ("qualname", "expected"), LOGGER_SIGNATURES, ids=[q for q, _ in LOGGER_SIGNATURES]
 )
 def test_jax_logger_signature(qualname, expected):
-    """The facade re-exports `unilab_jax.logging.OffPolicyLogger`; it must match the docs too."""
-    assert render_signature(_lookup("unilab_jax.logging", qualname)) == expected
+    """The facade re-exports `unilab_jax.training.logger.OffPolicyLogger`; it must match the docs
+    too."""
+    assert render_signature(_lookup("unilab_jax.training.logger", qualname)) == expected
 
 
 def test_render_signature_notation():
@@ -362,8 +363,8 @@ def test_package_exports():
 
 
 def test_logger_is_the_jax_logger():
-    from unilab_jax.logging import BaseTrainingLogger
-    from unilab_jax.logging import OffPolicyLogger as JaxOffPolicyLogger
+    from unilab_jax.training.logger import BaseTrainingLogger
+    from unilab_jax.training.logger import OffPolicyLogger as JaxOffPolicyLogger
 
     pkg = importlib.import_module(PKG)
     assert pkg.OffPolicyLogger is JaxOffPolicyLogger

@@ -31,7 +31,7 @@ from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 from unilab.ipc.async_runner import CollectorError
-from unilab_jax.interrupts import ImmediateInterrupt
+from unilab_jax.training.interrupts import ImmediateInterrupt
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -455,7 +455,7 @@ def test_collector_failure_stops_every_learner_rank(tmp_path):
 def test_interrupt_swallowed_by_a_finaliser_is_raised_again():
     """Python ignores an exception raised while ``__del__`` runs: a SIGINT landing there would
     let the training loop run on. ``StopSignals`` remembers it for the loop's next check."""
-    from unilab_jax.interrupts import StopSignals
+    from unilab_jax.training.interrupts import StopSignals
 
     class SignalsWhileFinalised:
         def __del__(self):

@@ -15,7 +15,7 @@ the lifetime rules in one place:
   collector, decides how to stop (it sets the stop event in `close()`). The collector also
   exits on its own if the learner process disappears (`parent_alive`), and ends with
   `os._exit` (no interpreter teardown to wait for).
-- Signals in the learner are the core's (`unilab_jax.interrupts.StopSignals`, one exception
+- Signals in the learner are the core's (`unilab_jax.training.interrupts.StopSignals`, one exception
   family for both): the torch loop holds one around a run, over Python's default handlers
   only (`own_handlers_win`). The first SIGINT/SIGTERM is a request that the loop honours
   where it waits for its next iteration's data (`check()` raises `StopRequested`; the loop

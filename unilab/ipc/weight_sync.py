@@ -38,7 +38,7 @@ _ALIGN = 8
 Layout = list[tuple[str, tuple[int, ...], torch.dtype, int]]
 
 
-def _make_layout(state_dict: Mapping[str, torch.Tensor]) -> tuple[Layout, int]:
+def make_layout(state_dict: Mapping[str, torch.Tensor]) -> tuple[Layout, int]:
     layout: Layout = []
     offset = _HEADER
     for name, tensor in state_dict.items():
@@ -63,7 +63,7 @@ class SharedWeightSync:
     def __init__(
         self, state_dict: Mapping[str, torch.Tensor], recorder: TraceRecorder | None = None
     ) -> None:
-        self.layout, nbytes = _make_layout(state_dict)
+        self.layout, nbytes = make_layout(state_dict)
         self._shm: SharedMemory | None = SharedMemory(create=True, size=nbytes)
         self.name = self._shm.name
         self._lock: Any = mp.get_context("spawn").Lock()

@@ -49,7 +49,7 @@ class AlgoSpec:
     """``"module:class"`` of the algorithm's torch actor (``unilab_jax.torch.actors``; needs
     torch): ``from_config(config, obs_dim, action_dim)``, ``settings(config)``,
     ``deterministic(obs)`` and ``jax_rows(prefix)``. The facade's learner trains it and
-    ``unilab_jax.export`` exports it."""
+    ``unilab_jax.policy.export`` exports it."""
 
     def make_agent(self, config: Any, obs_dim: int, critic_dim: int, action_dim: int, **kwargs):
         module, function = self.maker.split(":")

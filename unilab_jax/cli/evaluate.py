@@ -1,4 +1,4 @@
-"""``python -m unilab_jax.evaluate RUN``: the deterministic return of a trained policy.
+"""``unilab-jax evaluate RUN``: the deterministic return of a trained policy.
 
 RUN is a run's log dir (as written by ``python -m unilab_jax.train``), its ``checkpoints/``
 folder, or one checkpoint's folder. The policy is loaded from the checkpoint's ``agent`` item
@@ -7,8 +7,8 @@ episode in each of ``--episodes`` fresh envs of its task.
 
 Examples::
 
-    python -m unilab_jax.evaluate logs/fast_sac/PendulumSwingup/2026-12-01_10-00-00_mjx
-    python -m unilab_jax.evaluate RUN --episodes 256 --step 500 --json
+    unilab-jax evaluate logs/fast_sac/PendulumSwingup/2026-12-01_10-00-00_mjx
+    unilab-jax evaluate RUN --episodes 256 --step 500 --json
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m unilab_jax.evaluate",
+        prog="unilab-jax evaluate",
         description="Evaluate the deterministic policy of a training run's checkpoint: one full "
         "episode in each of --episodes fresh envs; prints the mean, spread and episode length.",
     )
@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.episodes < 1:
         print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
         return 2
-    from unilab_jax.checkpoint import CheckpointError
     from unilab_jax.envs import UnknownEnvError
     from unilab_jax.policy import evaluate, load_policy
+    from unilab_jax.training.checkpoint import CheckpointError
 
     try:
         policy = load_policy(args.run, args.step)

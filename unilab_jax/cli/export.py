@@ -1,6 +1,7 @@
-"""``python -m unilab_jax.export RUN --format torch|torchscript|onnx --out FILE``: a run's
+"""``unilab-jax export RUN --format torch|torchscript|onnx --out FILE``: a run's
 deterministic policy as a torch module, TorchScript or ONNX, checked against the JAX policy
-before it is in place (``unilab_jax.export``, whose module docstring describes the formats)."""
+before it is in place (``unilab_jax.policy.export``, whose module docstring describes the
+formats)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from unilab_jax.export import (
+from unilab_jax.policy.export import (
     EXPORT_EXTRA,
     FORMATS,
     TOLERANCE,
@@ -23,14 +24,14 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m unilab_jax.export",
+        prog="unilab-jax export",
         allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Export a training run's deterministic policy (observation normaliser\n"
         "included, actions in [-1, 1]) as a PyTorch module, TorchScript or ONNX, then\n"
         "load the file back and check it against the JAX policy on random observations.",
         epilog="loading the result:\n"
-        "  torch:        module, metadata = unilab_jax.export.load_exported(FILE)\n"
+        "  torch:        module, metadata = unilab_jax.policy.export.load_exported(FILE)\n"
         "  torchscript:  extra = {'metadata.json': ''}\n"
         "                module = torch.jit.load(FILE, _extra_files=extra)\n"
         "  onnx:         onnxruntime.InferenceSession(FILE).run(['action'], {'obs': obs})\n"
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         choices=FORMATS,
         help="torch: torch.save of the state dict, architecture and metadata (load with "
-        "unilab_jax.export.load_exported); torchscript: torch.jit.script archive with "
+        "unilab_jax.policy.export.load_exported); torchscript: torch.jit.script archive with "
         "metadata.json (torch.jit.load, no unilab_jax needed); onnx: ONNX model, input 'obs' "
         "[batch, obs_dim], output 'action', metadata in metadata_props (onnxruntime)",
     )
@@ -82,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.is_dir():
         return _error(f"--out {args.out} is a directory; name the file to write")
 
-    from unilab_jax.checkpoint import CheckpointError
     from unilab_jax.envs import UnknownEnvError
     from unilab_jax.policy import load_policy
+    from unilab_jax.training.checkpoint import CheckpointError
 
     try:
         policy = load_policy(args.run, args.step)

@@ -1,7 +1,8 @@
-"""``python -m unilab_jax.launch``: one training run over several local processes.
+"""``unilab-jax launch``: one training run over several local processes.
 
 Starts ``--nproc`` processes of ``python -m unilab_jax.train <train options> --num-processes N
---process-id I --coordinator-address 127.0.0.1:<free port>`` (``unilab_jax.distributed``) and
+--process-id I --coordinator-address 127.0.0.1:<free port>`` (``unilab_jax.distributed.processes``)
+and
 watches them:
 
 - process 0's output is streamed (it logs; the console panel shows on a terminal); the
@@ -15,13 +16,13 @@ watches them:
 
 Example (this machine's CPU, 2 processes of 1 device each)::
 
-    python -m unilab_jax.launch --nproc 2 -- --env PendulumSwingup --num-envs 64
+    unilab-jax launch --nproc 2 -- --env PendulumSwingup --num-envs 64
 
 On several machines, start ``python -m unilab_jax.train`` on each with the three process
 options yourself (or under SLURM ``srun`` / Open MPI ``mpirun`` without them).
 
 This module builds the processes' commands and environments; the supervision itself is
-``unilab_jax.local_launch.run_processes``.
+``unilab_jax.distributed.local_launch.run_processes``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from unilab_jax.local_launch import child_env, free_port, run_processes
+from unilab_jax.distributed.local_launch import child_env, free_port, run_processes
 
 __all__ = ["build_parser", "main"]
 
@@ -43,9 +44,8 @@ _OWNED = ("--num-processes", "--process-id", "--coordinator-address")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m unilab_jax.launch",
-        usage="python -m unilab_jax.launch --nproc N [options] -- <python -m unilab_jax.train "
-        "options>",
+        prog="unilab-jax launch",
+        usage="unilab-jax launch --nproc N [options] -- <python -m unilab_jax.train options>",
         description=(
             "Run one training over N local processes on JAX's distributed runtime. Everything "
             "after '--' goes to python -m unilab_jax.train (see its --help); the launcher adds "
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "exit status: 0 when every process finished; 130/143 when stopped by SIGINT/SIGTERM; "
             "otherwise the failing process's code (128+signal when it was killed by one); 2 for "
-            "bad launcher options. Example: python -m unilab_jax.launch --nproc 2 -- --env "
+            "bad launcher options. Example: unilab-jax launch --nproc 2 -- --env "
             "PendulumSwingup --num-envs 64 --max-iterations 100"
         ),
     )
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         train_args += ["--num-devices", str(n * k)]
     address = f"127.0.0.1:{args.port or free_port()}"
     prefix = shlex.join([
-        "python", "-m", "unilab_jax.launch", "--nproc", str(n), "--devices-per-process", str(k),
+        "unilab-jax", "launch", "--nproc", str(n), "--devices-per-process", str(k),
         *(["--platform", args.platform] if args.platform != "cpu" else []), "--",
     ])  # fmt: skip
     commands = [[sys.executable, "-m", "unilab_jax.train", *train_args, "--num-processes",

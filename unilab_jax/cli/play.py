@@ -1,4 +1,4 @@
-"""``python -m unilab_jax.play RUN --video out.mp4``: watch a trained policy (``unilab_jax.play``,
+"""``unilab-jax play RUN --video out.mp4``: watch a trained policy (``unilab_jax.policy.play``,
 whose module docstring describes the episodes, the video, the cameras and the GL backends)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from unilab_jax.play import (
+from unilab_jax.policy.play import (
     VIDEO_SUFFIXES,
     RenderError,
     choose_gl_backend,
@@ -33,7 +33,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m unilab_jax.play",
+        prog="unilab-jax play",
         allow_abbrev=False,
         description="Play a training run's deterministic policy; print each episode's return "
         "and, with --video, render it offscreen with MuJoCo into an mp4.",
@@ -126,9 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RenderError as err:
         return _error(str(err))
 
-    from unilab_jax.checkpoint import CheckpointError
     from unilab_jax.envs import UnknownEnvError, load
     from unilab_jax.policy import load_policy
+    from unilab_jax.training.checkpoint import CheckpointError
 
     try:
         policy = load_policy(args.run, args.step)

@@ -1,19 +1,19 @@
-"""``python -m unilab_jax.plot RUN [RUN ...] --out curve.png``: learning curves of runs
-(``unilab_jax.plot.plot_runs``; its module docstring describes the figure)."""
+"""``unilab-jax plot RUN [RUN ...] --out curve.png``: learning curves of runs
+(``unilab_jax.analysis.plot.plot_runs``; its module docstring describes the figure)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from unilab_jax.plot import DPI, PlotError, plot_runs
+from unilab_jax.analysis.plot import DPI, PlotError, plot_runs
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m unilab_jax.plot",
+        prog="unilab-jax plot",
         description="Plot eval and training return of one or more runs against env steps and "
         "against wall-clock (four panels, runs overlaid).",
     )

@@ -11,7 +11,7 @@ Examples::
     python -m unilab_jax.train --env PendulumSwingup --algo sac --num-envs 64 --batch-size 1024
     XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m unilab_jax.train --num-devices 2
 
-Several processes (``unilab_jax.distributed``): ``python -m unilab_jax.launch --nproc 2 --
+Several processes (``unilab_jax.distributed.processes``): ``unilab-jax launch --nproc 2 --
 <options>`` on one machine; on several, start this command on each with ``--num-processes N
 --process-id I --coordinator-address HOST:PORT`` (the same address everywhere, process 0's),
 or under SLURM ``srun`` / Open MPI ``mpirun`` without the three (JAX reads them from the
@@ -37,9 +37,9 @@ from pathlib import Path
 
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.cli.train_options import WANDB_OPTIONS, build_parser, configs_from_args
-from unilab_jax.cluster import detected_cluster
 from unilab_jax.config import ConfigError, with_host_devices
-from unilab_jax.distributed import (
+from unilab_jax.distributed.cluster import detected_cluster
+from unilab_jax.distributed.processes import (
     broadcast_int,
     hard_exit,
     is_multiprocess,
@@ -47,9 +47,9 @@ from unilab_jax.distributed import (
     launch_prefix,
     local_device_count,
 )
-from unilab_jax.presets import family_of
-from unilab_jax.resume import checkpoint_folder
-from unilab_jax.rundir import claim_log_dir, probe_log_dir, release_all
+from unilab_jax.training.presets import family_of
+from unilab_jax.training.resume import checkpoint_folder
+from unilab_jax.training.rundir import claim_log_dir, probe_log_dir, release_all
 
 __all__ = ["main", "build_parser"]
 
@@ -102,9 +102,10 @@ def _first_process(args: argparse.Namespace) -> bool:
 
 def _resume_state(trainer, resume: str, step: int | None, current: dict):
     """The checkpoint ``step`` (default: newest) under ``resume``, restored into this
-    trainer's state layout (``unilab_jax.resume``); a failure is one clear line and exit code 2
+    trainer's state layout (``unilab_jax.training.resume``); a failure is one clear line and exit
+    code 2
     (bad input: other settings than the checkpoint's, a damaged or missing checkpoint)."""
-    from unilab_jax.resume import ResumeError, restore_run
+    from unilab_jax.training.resume import ResumeError, restore_run
 
     try:
         return restore_run(trainer, resume, step, current)
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     diverged (a non-finite env step or learner quantity), 130/143 when stopped by SIGINT or
     SIGTERM (after such a stop a further signal ends the process at once, with the same
     status: ``_leave_on_signals``)."""
-    from unilab_jax.interrupts import ImmediateStop, signal_name, stop_now
+    from unilab_jax.training.interrupts import ImmediateStop, signal_name, stop_now
 
     def terminate(signum, frame):  # until train() installs its own, graceful handler
         raise stop_now(signum)
@@ -202,7 +203,7 @@ def _main(argv: list[str] | None) -> int:
         overlap = config.physics == "mujoco" and config.collection == "overlap"
         _force_host_devices(local_device_count(config) + int(overlap))
 
-        from unilab_jax.trainer import Trainer, run_config
+        from unilab_jax.training.trainer import Trainer, run_config
 
         if preset and not args.quiet and _first_process(args):
             print(preset, flush=True)
@@ -236,10 +237,10 @@ def _main(argv: list[str] | None) -> int:
 
 def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> int:
     """Train and report; a signal, a full disk or a busy log dir end in one clear line."""
-    from unilab_jax.checkpoint import CheckpointSaveError
-    from unilab_jax.distributed import ProcessLostError
-    from unilab_jax.interrupts import ImmediateStop, RunStopped, signal_name
-    from unilab_jax.trainer import train
+    from unilab_jax.distributed.processes import ProcessLostError
+    from unilab_jax.training.checkpoint import CheckpointSaveError
+    from unilab_jax.training.interrupts import ImmediateStop, RunStopped, signal_name
+    from unilab_jax.training.trainer import train
 
     try:
         result = train(
@@ -332,7 +333,7 @@ def _resume_command(argv: list[str] | None, log_dir: Path) -> str:
         kept.append(arg)
     tail = ["--resume", str(log_dir), "--log-dir", str(log_dir)]
     prefix = launch_prefix()
-    if prefix:  # started by unilab_jax.launch: resume through it (it adds the process options)
+    if prefix:  # started by unilab-jax launch: resume through it (it adds the process options)
         return f"{prefix} {shlex.join(_without_launch_options(kept) + tail)}"
     return shlex.join(["python", "-m", "unilab_jax.train", *kept, *tail])
 

@@ -20,8 +20,8 @@ from unilab_jax.algos.hyperparams import settings_from_json
 from unilab_jax.algos.registry import ALGOS, get_algo
 from unilab_jax.cli.options import add_dataclass_options, flag
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
-from unilab_jax.distributed import LAUNCH_FIELDS
-from unilab_jax.presets import PRESET_CHOICES, get_preset, preset_line
+from unilab_jax.distributed.processes import LAUNCH_FIELDS
+from unilab_jax.training.presets import PRESET_CHOICES, get_preset, preset_line
 
 __all__ = ["WANDB_OPTIONS", "build_parser", "configs_from_args"]
 

@@ -79,7 +79,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from unilab_jax import cpu_linalg
+from unilab_jax.envs import cpu_linalg
 from unilab_jax.envs.mirror import MirrorMap
 from unilab_jax.envs.pipeline import (
     CRITIC_KEY,
@@ -206,7 +206,7 @@ class MjxPhysics:
     ) -> None:
         # Force the pure-JAX implementation so CPU and GPU runs use the same code path. On a
         # device of this process: MJX's default, jax.devices()[0], is process 0's in a
-        # multi-process run (unilab_jax.distributed).
+        # multi-process run (unilab_jax.distributed.processes).
         device = jax.local_devices()[0]
         self.mjx_model = mjx.put_model(model, device=device, impl="jax")
         self._template = mjx.make_data(self.mjx_model, device=device, impl="jax")
@@ -293,7 +293,7 @@ class Env(FunctionalEnv):
         self.physics = MjxPhysics(
             task.model, task.n_frames, task.reset_forward, task.solver_warmstart
         )
-        # jaxlib 0.10.2's batched LAPACK Cholesky can deadlock on CPU (unilab_jax.cpu_linalg).
+        # jaxlib 0.10.2's batched LAPACK Cholesky can deadlock on CPU (unilab_jax.envs.cpu_linalg).
         cpu_linalg.install_on_cpu()
 
     @property

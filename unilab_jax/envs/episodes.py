@@ -1,5 +1,5 @@
 """Deterministic episodes on C MuJoCo: ``mujoco_episodes``, the loop the core's evaluation
-(``TrainConfig(physics="mujoco")``), ``unilab_jax.evaluate``, ``play`` and the locomotion
+(``TrainConfig(physics="mujoco")``), ``unilab_jax.policy.evaluate``, ``play`` and the locomotion
 bench share."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def register(
     """Register ``factory(config) -> Task`` under ``name`` with a frozen dataclass config.
 
     ``family``: the preset family whose settings ``python -m unilab_jax.train`` starts the
-    task from (``unilab_jax.presets.FAMILIES``: ``"dm_control"``, ``"locomotion"``); None,
+    task from (``unilab_jax.training.presets.FAMILIES``: ``"dm_control"``, ``"locomotion"``); None,
     the bare algorithm defaults."""
     if not is_dataclass(default_config) or isinstance(default_config, type):
         raise TypeError(f"default_config for {name!r} must be a dataclass instance")

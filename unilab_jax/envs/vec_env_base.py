@@ -69,7 +69,7 @@ class VecEnvState:
     info: dict[str, Any]
 
 
-def _writable(state: VecEnvState) -> VecEnvState:
+def writable(state: VecEnvState) -> VecEnvState:
     """Make every array of ``state`` writable and ``obs`` / ``final_observation`` distinct.
 
     Arrays read back from JAX are read-only views; a collector that normalises or patches an
@@ -169,7 +169,7 @@ class VecEnv(abc.ABC):
             step_count[:] = 0
         state = self._unstepped(self._reset_all(keys, step_count), step_count)
         self._check_finite(state)
-        self.state = _writable(state)
+        self.state = writable(state)
         return self.state
 
     def step(self, actions: np.ndarray) -> VecEnvState:
@@ -185,7 +185,7 @@ class VecEnv(abc.ABC):
             self.init_state()
         state = self._step(actions)
         self._check_finite(state)
-        self.state = _writable(state)
+        self.state = writable(state)
         return self.state
 
     def close(self) -> None:

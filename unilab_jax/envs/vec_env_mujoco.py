@@ -28,7 +28,7 @@ from unilab_jax.envs.base import (
     post_physics,
 )
 from unilab_jax.envs.mujoco_backend import MujocoBatchPhysics, PhysicsView, trace_task
-from unilab_jax.envs.vec_env_base import VecEnv, VecEnvState, _writable
+from unilab_jax.envs.vec_env_base import VecEnv, VecEnvState, writable
 
 __all__ = ["MujocoVecEnv"]
 
@@ -220,7 +220,7 @@ class MujocoVecEnv(VecEnv):
             self._keys = jax.device_put(np.asarray(snapshot["key"]), self._cpu)
         self._step_count = np.asarray(snapshot["step_count"], np.int32).copy()
         obs = {k: np.array(v, np.float32) for k, v in snapshot["obs"].items()}
-        self.state = _writable(self._unstepped(obs, self._step_count))
+        self.state = writable(self._unstepped(obs, self._step_count))
         return self.state
 
     def _release(self) -> None:

@@ -10,7 +10,7 @@
   both ways, bit for bit in float32.
 
 The facade's torch learners (``unilab.algos.torch``) train these actors, and its converters
-extend these tables with the critics and optimisers; ``unilab_jax.export`` wraps the actor of
+extend these tables with the critics and optimisers; ``unilab_jax.policy.export`` wraps the actor of
 a run's algorithm (``AlgoSpec.torch_actor`` in the algorithm registry) with the observation
 normaliser.
 """

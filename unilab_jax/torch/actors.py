@@ -13,7 +13,7 @@ variance per env, redrawn on episode start), as the JAX core does. Each actor bu
 from its algorithm's config (``from_config``, ``settings``), gives its deterministic action
 (``deterministic``) and lists its weights' JAX leaves (``jax_rows``, ``unilab_jax.torch.weights``).
 The facade's learners (``unilab.algos.torch.fast_sac`` / ``fast_td3``) train these classes and
-re-export them under their reference names; ``unilab_jax.export`` exports them.
+re-export them under their reference names; ``unilab_jax.policy.export`` exports them.
 The classes are defined on first use (``unilab_jax.torch.lazy``: ``torch`` is imported then, not
 when this module is): ``from unilab_jax.torch.actors import SACActor`` imports torch; importing
 the module does not. Their methods live in the plain mixins ``_ActorMethods``,

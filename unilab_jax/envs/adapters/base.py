@@ -16,7 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from unilab_jax import cpu_linalg
+from unilab_jax.envs import cpu_linalg
 from unilab_jax.envs.base import (
     CRITIC_KEY,
     OBS_KEY,

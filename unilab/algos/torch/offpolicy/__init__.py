@@ -3,7 +3,8 @@
 The documented `unilab.algos.torch.offpolicy` API: `OffPolicyRunner` (one learner process plus
 a spawned collector, or the JAX core with `sim_backend="mjx"`), `MultiGPUOffPolicyRunner`
 (one learner process per device), the collector entry point `off_policy_collector_fn`, and the
-`OffPolicyLogger` both paths log through (on both, the core's sinks drive it: `unilab_jax.sinks`).
+`OffPolicyLogger` both paths log through (on both, the core's sinks drive it:
+`unilab_jax.training.sinks`).
 
 Modules: `runner` (the facade and its documented behaviour), `settings` (the keywords as one
 core `TrainConfig`, learner checks), `torch_loop` (the torch path's one loop and its batch
@@ -18,7 +19,7 @@ for the sinks, the summary), `checkpoints` (`model_<it>.pt`: metadata, atomic wr
 from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
-from unilab_jax.logging import OffPolicyLogger
+from unilab_jax.training.logger import OffPolicyLogger
 
 __all__ = [
     "MultiGPUOffPolicyRunner",

@@ -22,7 +22,7 @@ file. It records what rebuilding the policy needs, which the learner's state alo
 The learners' ``load_state_dict`` read their own keys only, so a file with the entry loads
 into a learner as before, and a reference file (no entry) still loads too.
 ``unilab_jax.load_policy(path)`` reads the entry to rebuild the deterministic policy in JAX
-(and so ``python -m unilab_jax.evaluate``, ``play`` and the export work on facade runs); a file
+(and so ``unilab-jax evaluate``, ``play`` and the export work on facade runs); a file
 without it cannot be read there.
 """
 
@@ -83,7 +83,8 @@ def checkpoint_meta(learner: Any, config: TrainConfig, sim_backend: str) -> dict
 
 
 def _json_settings(settings: Any) -> dict[str, Any]:
-    """A settings dataclass as JSON values, in the layout of ``unilab_jax.trainer.run_config``
+    """A settings dataclass as JSON values, in the layout of
+    ``unilab_jax.training.trainer.run_config``
     (not imported here: it pulls in orbax, seconds of start-up on the torch path)."""
     return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
 
@@ -130,7 +131,7 @@ class TorchCheckpointer:
     """The core's ``Checkpointer`` protocol over `save_model`: ``save(iteration, learner)``
     writes ``<log_dir>/model_<iteration>.pt`` with ``meta`` (`checkpoint_meta`) and the
     iteration as its ``"unilab_meta"`` entry, so the torch loop saves on the core's schedule
-    (``unilab_jax.sinks.CheckpointSink``: every ``save_interval`` iterations and after the
+    (``unilab_jax.training.sinks.CheckpointSink``: every ``save_interval`` iterations and after the
     last, and once more for a run stopped by a signal)."""
 
     def __init__(self, log_dir: Path, meta: Mapping[str, Any] | None = None) -> None:

@@ -1,7 +1,7 @@
 """The learner's half of the B path (`double_buffer_runner`): two shared host slots, two device
 slots and the `replay_collector_h2d` thread that copies one into the other.
 
-`_DoubleBufferPipeline.start_prepare` sends the collector a pack request (tick id,
+`DoubleBufferPipeline.start_prepare` sends the collector a pack request (tick id,
 `min_snapshot_ptr`, `sample_seed = base_seed + tick`, `sample_count`, `shared_slot`; the
 collector's side: `collector_pack`). The daemon thread takes the reply, checks the tick and
 copies the shared slot into the matching device slot (CPU: synchronous `copy_`; CUDA: the
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["PACK_EXECUTOR", "PACK_LAYOUT", "_DoubleBufferPipeline"]
+__all__ = ["PACK_EXECUTOR", "PACK_LAYOUT", "DoubleBufferPipeline"]
 
 PACK_LAYOUT = "packed"
 PACK_EXECUTOR = "collector_thread"
@@ -37,7 +37,7 @@ SUBMITTED = "h2d_submitted"
 READY = "ready"
 
 
-class _DoubleBufferPipeline:
+class DoubleBufferPipeline:
     """Two shared host slots, two device slots and the H2D thread of one run.
 
     State machine of the prepared batch: `idle` → `collector_pack_requested` (`start_prepare`)

@@ -45,14 +45,14 @@ import torch
 from unilab.algos.torch.offpolicy.double_buffer_pipeline import (
     PACK_EXECUTOR,
     PACK_LAYOUT,
-    _DoubleBufferPipeline,
+    DoubleBufferPipeline,
 )
 from unilab.algos.torch.offpolicy.run_state import RunState
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 from unilab.algos.torch.offpolicy.torch_loop import BatchSource, TorchLoop
 from unilab.logging.trace_event import TraceRecorder, maybe_span
 
-__all__ = ["DoubleBufferBatches", "DoubleBufferOffPolicyRunner", "_DoubleBufferPipeline"]
+__all__ = ["DoubleBufferBatches", "DoubleBufferOffPolicyRunner", "DoubleBufferPipeline"]
 
 #: The only prefetch mode: the batch of tick `i + 1` is prepared while tick `i` trains.
 PREFETCH_MODES = ("one_tick",)
@@ -66,7 +66,7 @@ class DoubleBufferBatches(BatchSource):
     def __init__(self, prefetch_mode: str, verbose_metrics: bool) -> None:
         self.prefetch_mode = prefetch_mode
         self.verbose_metrics = verbose_metrics
-        self.pipeline: _DoubleBufferPipeline | None = None
+        self.pipeline: DoubleBufferPipeline | None = None
         self.statuses_shown: list[str] = []
         #: Per trained iteration: tick, the replay `ptr` when its data was ready, the
         #: requested `min_snapshot_ptr` and the `snapshot_ptr` the batch was packed from.
@@ -83,7 +83,7 @@ class DoubleBufferBatches(BatchSource):
         host_slots = torch.zeros(2, rows, runner.replay_buffer.width).share_memory_()
         self._queues = (runner._new_queue(1), runner._new_queue(1))
         self.pipeline = runner._register_resource(
-            _DoubleBufferPipeline(
+            DoubleBufferPipeline(
                 host_slots, *self._queues, runner.device, base_seed=runner.seed or 0
             )
         )
@@ -179,7 +179,7 @@ class DoubleBufferOffPolicyRunner(OffPolicyRunner):
         self._batches = DoubleBufferBatches(replay_prefetch_mode, self.verbose_metrics)
 
     @property
-    def replay_pipeline(self) -> _DoubleBufferPipeline | None:
+    def replay_pipeline(self) -> DoubleBufferPipeline | None:
         """The pipeline of the current (or last) run."""
         return self._batches.pipeline
 

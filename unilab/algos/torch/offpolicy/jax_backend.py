@@ -6,7 +6,8 @@ learner in, ``model_<iteration>.pt`` files and a trained learner out) while the 
 takes the run's ``TrainConfig`` as the facade translated it (``settings.train_config``: no
 keyword is relayed here), the algorithm hyperparameters from ``learner.config``, and the initial
 weights, optimiser moments and normaliser statistics from the learner (the converters of the
-torch registry, ``unilab.algos.torch.registry``: exact), trains with ``unilab_jax.trainer.train``
+torch registry, ``unilab.algos.torch.registry``: exact), trains with
+``unilab_jax.training.trainer.train``
 and writes the state back into the learner at every checkpoint and at the end.
 
 Differences from the reference runner:
@@ -29,7 +30,7 @@ Every ``model_<iteration>.pt`` carries the run's metadata (``checkpoints.checkpo
 algorithm, hyperparameters, sizes, task, ``sim_backend="mjx"``), so
 ``unilab_jax.load_policy`` reads it as it reads the core's checkpoints.
 
-SIGINT/SIGTERM are the core's (``unilab_jax.interrupts``): the first finishes the running
+SIGINT/SIGTERM are the core's (``unilab_jax.training.interrupts``): the first finishes the running
 block, saves ``model_<iteration>.pt`` (written back into the learner) and raises
 ``RunStopped`` whose ``summary`` is this module's summary (status ``"interrupted (SIGTERM)"``),
 a second one raises ``ImmediateStop`` at once.
@@ -45,10 +46,10 @@ import numpy as np
 
 from unilab.algos.torch.offpolicy.checkpoints import checkpoint_meta, save_model
 from unilab.algos.torch.registry import get_torch_algo
+from unilab_jax.collection.step import TrainState
 from unilab_jax.config import TrainConfig
-from unilab_jax.interrupts import RunStopped
-from unilab_jax.step import TrainState
-from unilab_jax.trainer import Trainer, train
+from unilab_jax.training.interrupts import RunStopped
+from unilab_jax.training.trainer import Trainer, train
 
 __all__ = ["draw_seed", "learn_with_jax"]
 

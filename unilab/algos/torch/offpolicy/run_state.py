@@ -1,7 +1,7 @@
 """Host-side bookkeeping of one torch-path run: what the collector reported, each iteration's
 record for the sinks, and the `last_run_summary` (the reference's keys, in its order).
 
-The torch loop reports through the core's sinks (``unilab_jax.sinks``): `RunState.record`
+The torch loop reports through the core's sinks (``unilab_jax.training.sinks``): `RunState.record`
 turns an iteration into a block record of the core's layout (one iteration per block), which
 the checkpoint, health and console sinks then see, as on the JAX path. The collector's
 statistics arrive between iterations (`take_metrics`): its progress and timings go to the
@@ -22,9 +22,9 @@ from unilab.algos.torch.offpolicy.checkpoints import TorchCheckpointer, checkpoi
 from unilab.ipc.async_runner import drain_queue
 from unilab.logging.trace_event import TraceRecorder
 from unilab_jax.config import TrainConfig
-from unilab_jax.interrupts import RunStopped, run_stopped
-from unilab_jax.logging import OffPolicyLogger
-from unilab_jax.sinks import CheckpointSink, HealthSink, LoggerSink, RunInfo, SinkChain
+from unilab_jax.training.interrupts import RunStopped, run_stopped
+from unilab_jax.training.logger import OffPolicyLogger
+from unilab_jax.training.sinks import CheckpointSink, HealthSink, LoggerSink, RunInfo, SinkChain
 
 __all__ = ["RunState", "late_stop", "open_sinks", "stop_line"]
 
@@ -54,7 +54,7 @@ class RunState:
     def record(
         self, iteration: int, metrics: dict[str, float], buffer_rows: int, timing: dict[str, float]
     ) -> dict[str, Any]:
-        """This iteration as a block record of the core's layout (``unilab_jax.sinks``; the
+        """This iteration as a block record of the core's layout (``unilab_jax.training.sinks``; the
         collector's latest statistics, its returns reported since the last record)."""
         self.completed = iteration
         returns, self._new_returns = self._new_returns, []
@@ -117,9 +117,7 @@ class RunState:
             f"  Eval return (deterministic policy, final): not run ({why})",
         ]
         if self.last_checkpoint is not None:
-            lines.append(
-                f"  Evaluate it: python -m unilab_jax.evaluate {escape(str(self.log_dir))}"
-            )
+            lines.append(f"  Evaluate it: unilab-jax evaluate {escape(str(self.log_dir))}")
         return "\n".join(lines)
 
     def summary(self, wall: float, world_size: int = 1) -> dict[str, Any]:

@@ -24,7 +24,7 @@ policy (every `eval_interval` iterations and after the last) and `last_run_summa
 figures (`eval_mean_return`, ...); the torch path runs none. Either way every
 `model_<iteration>.pt` records the run's hyperparameters, sizes and task
 (`checkpoints.checkpoint_meta`), so `unilab_jax.load_policy(log_dir)` rebuilds its deterministic
-policy and `python -m unilab_jax.evaluate LOG_DIR` (or `play`, or the export) runs it.
+policy and `unilab-jax evaluate LOG_DIR` (or `play`, or the export) runs it.
 
 The algorithm-specific pieces (learner class, collector actor, converters, exploration) come
 from the torch registry `unilab.algos.torch.registry`, the shared facts (display name,
@@ -72,7 +72,7 @@ Deliberate deviations from the reference (quirks), each checked by a test:
   the running iteration (torch) or block (mjx) finish, saves `model_<iteration>.pt`, stops the
   collector and frees the shared memory, restores the terminal, writes one line to stderr
   ("SIGTERM: stopped after iteration N; saved checkpoint PATH. To resume, ...") and raises
-  `unilab_jax.interrupts.RunStopped` with `last_run_summary` set (status
+  `unilab_jax.training.interrupts.RunStopped` with `last_run_summary` set (status
   `"interrupted (SIGTERM)"`): `TrainingTerminated` is a `SystemExit(143)`, so an uncaught one
   ends a script with status 143; `TrainingInterrupted` is a `KeyboardInterrupt` (CPython gives
   status 130 only to a plain one: a script wanting it exits with `error.exit_code`). A second
@@ -94,7 +94,7 @@ from unilab.algos.torch.offpolicy.run_state import RunState, stop_line
 from unilab.algos.torch.offpolicy.settings import SIM_BACKENDS
 from unilab.algos.torch.offpolicy.torch_loop import RUN_IPC_ATTRIBUTES, TorchLoop
 from unilab.algos.torch.registry import actor_kwargs_from_learner, build_actor, get_torch_algo
-from unilab_jax.interrupts import ImmediateStop, RunStopped
+from unilab_jax.training.interrupts import ImmediateStop, RunStopped
 
 __all__ = ["SIM_BACKENDS", "OffPolicyRunner"]
 

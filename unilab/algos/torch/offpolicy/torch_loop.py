@@ -17,7 +17,7 @@ reward statistics of a learner that keeps them, `learner.observe_rewards`), let 
 batch source prepare, run the update schedule (`common.updates.run_updates`), publish the
 actor (and statistics) through `SharedWeightSync`, release the collector, then hand the
 iteration's record (`RunState.record`, the core's block layout) to the core's sinks
-(``unilab_jax.sinks``), as the JAX loop does: `CheckpointSink` saves every `save_interval`
+(``unilab_jax.training.sinks``), as the JAX loop does: `CheckpointSink` saves every `save_interval`
 iterations and after the last one (`checkpoints.TorchCheckpointer`: each `model_<N>.pt` records
 the run's hyperparameters, `checkpoints.checkpoint_meta`), `HealthSink` warns of a value
 support that clips the targets, `LoggerSink` draws the panel and writes the scalars. After the last
@@ -25,8 +25,8 @@ iteration (or a signal's stop) rank 0 stops the collector first and then counts 
 it collected: the one number the summary's `total_env_steps` and the panel's "Total env steps"
 report (`_end_collection`).
 
-SIGINT and SIGTERM (`_learn_torch`, with the core's `unilab_jax.interrupts` through
-`unilab_jax.interrupts.StopSignals`): the first one is a request. The running iteration
+SIGINT and SIGTERM (`_learn_torch`, with the core's `unilab_jax.training.interrupts` through
+`unilab_jax.training.interrupts.StopSignals`): the first one is a request. The running iteration
 finishes; the next one checks for it where it waits for its data (sync mode polls the
 collector every second, so a waiting run stops within about a second; the double buffer's
 wait checks every 0.5 s), abandons itself before training, saves `model_<N>.pt` of the last
@@ -60,7 +60,7 @@ from unilab.algos.torch.offpolicy.worker import collector_kwargs, off_policy_col
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
 from unilab.ipc.async_runner import AsyncRunner
 from unilab.logging.trace_event import TraceRecorder, maybe_span
-from unilab_jax.interrupts import (
+from unilab_jax.training.interrupts import (
     ImmediateStop,
     RunStopped,
     StopRequested,
@@ -69,8 +69,8 @@ from unilab_jax.interrupts import (
     signal_name,
     stop_requested,
 )
-from unilab_jax.logging import OffPolicyLogger
-from unilab_jax.sinks import CheckpointSink, SinkChain
+from unilab_jax.training.logger import OffPolicyLogger
+from unilab_jax.training.sinks import CheckpointSink, SinkChain
 
 __all__ = ["RUN_IPC_ATTRIBUTES", "TRACE_FILE", "BatchSource", "RingBatches", "TorchLoop"]
 

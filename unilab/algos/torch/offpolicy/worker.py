@@ -52,7 +52,7 @@ from unilab.algos.torch.offpolicy.collector_actor import (
 from unilab.algos.torch.offpolicy.collector_pack import POLL_S, PackServer
 from unilab.algos.torch.offpolicy.collector_stats import COLLECTOR_TIMING_KEYS, CollectorStats
 from unilab.ipc.async_runner import parent_alive
-from unilab.ipc.weight_sync import SharedWeightSync, _make_layout
+from unilab.ipc.weight_sync import SharedWeightSync, make_layout
 from unilab.logging.trace_event import TraceRecorder, maybe_span
 
 __all__ = [
@@ -221,7 +221,7 @@ class _Collector:
             self.algo_type, obs_dim, action_dim, hidden_dim, use_layer_norm, num_envs,
             actor_kwargs, weight_param_shapes,
         )  # fmt: skip
-        layout, _ = _make_layout(self.actor_state)
+        layout, _ = make_layout(self.actor_state)
         self.weights = SharedWeightSync.attach(
             weight_sync_name, layout, weight_sync_lock, self.recorder
         )

@@ -1,0 +1,7 @@
+"""``python -m unilab_jax.cli <command> ...``: the same as the ``unilab-jax`` console script."""
+
+import sys
+
+from unilab_jax.cli import main
+
+sys.exit(main())

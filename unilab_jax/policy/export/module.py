@@ -1,0 +1,127 @@
+"""The exported policy as a torch ``nn.Module``, and the checkpoint's weights copied into it.
+
+- ``ExportedPolicy`` (built by ``module_class`` on first use, since torch is optional;
+  importable as ``unilab_jax.policy.export.ExportedPolicy``): the observation normaliser, then the
+  algorithm's own torch actor (``unilab_jax.torch.actors``) and its deterministic action;
+- ``build_module``: that module from the ``architecture`` dict a torch-format export stores;
+- ``actor_structure``: a policy's architecture and float32 tensors, copied by the actor's
+  exact table (``unilab_jax.torch.weights``); ``to_torch_module``: the module itself.
+
+Torch is imported inside the functions only. ``unilab_jax.policy.export`` describes what the network
+computes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from unilab_jax.policy.export.common import ExportError, require
+
+__all__ = ["build_module", "to_torch_module"]
+
+
+@functools.cache
+def module_class() -> type:
+    """The ``nn.Module`` class of an exported policy (defined on first use: torch is optional)."""
+    import torch
+    from torch import nn
+
+    from unilab_jax.algos.registry import get_algo
+
+    class ExportedPolicy(nn.Module):
+        """A unilab_jax deterministic policy: raw observations ``[..., obs_dim]`` in, actions
+        ``[..., action_dim]`` in [-1, 1] out, the observation normaliser included.
+
+        ``forward``: ``x = (obs - obs_mean) / (obs_std + obs_eps)`` (when ``normalize``), then
+        ``actor.deterministic(x)``: ``actor`` is the algorithm's torch actor
+        (``unilab_jax.torch.actors``) built with the ``actor`` settings.
+        """
+
+        def __init__(
+            self,
+            algorithm: str,
+            obs_dim: int,
+            action_dim: int,
+            actor: dict,
+            normalize: bool,
+            obs_eps: float,
+        ) -> None:
+            super().__init__()
+            actor_cls = get_algo(algorithm).torch_actor_class()
+            self.actor = actor_cls(int(obs_dim), int(action_dim), **actor)
+            self.register_buffer("obs_mean", torch.zeros(int(obs_dim)))
+            self.register_buffer("obs_std", torch.ones(int(obs_dim)))
+            self.normalize = bool(normalize)
+            self.obs_eps = float(obs_eps)
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            x = obs.to(self.obs_mean.dtype)
+            if self.normalize:
+                x = (x - self.obs_mean) / (self.obs_std + self.obs_eps)
+            return self.actor.deterministic(x)
+
+    # Importable as unilab_jax.policy.export.ExportedPolicy (that module's __getattr__), so a module
+    # pickles: torch.save(module, path) / torch.load(path, weights_only=False).
+    ExportedPolicy.__module__ = "unilab_jax.policy.export"
+    ExportedPolicy.__qualname__ = "ExportedPolicy"
+    return ExportedPolicy
+
+
+def build_module(architecture: dict, state_dict: dict | None = None) -> Any:
+    """The ``nn.Module`` described by ``architecture`` (the dict a torch-format export stores),
+    in eval mode with its parameters frozen (``requires_grad`` False: an inference module), with
+    ``state_dict`` loaded (strictly) when given. Needs torch (and this package's actors)."""
+    module = module_class()(**architecture)
+    if state_dict is not None:
+        module.load_state_dict(state_dict, strict=True)
+    return module.requires_grad_(False).eval()
+
+
+def actor_structure(policy: Any) -> tuple[dict, dict]:
+    """``(architecture, tensors)`` of the policy's export: the module's constructor arguments
+    and its state dict as float32 numpy arrays, the actor's weights and the normaliser's
+    statistics copied from ``policy.state`` by the actor's own table (``jax_rows``)."""
+    from unilab_jax.algos.normalizer import NORMALIZER_EPS
+    from unilab_jax.algos.registry import UnknownAlgoError, get_algo
+    from unilab_jax.torch.weights import Row, jax_to_torch
+
+    try:
+        actor_cls = get_algo(policy.algo).torch_actor_class()
+    except UnknownAlgoError as err:
+        raise ExportError(f"cannot export a {policy.algo!r} policy: {err}") from None
+    config = policy.algo_config
+    architecture = {
+        "algorithm": policy.algo,
+        "obs_dim": int(policy.obs_dim),
+        "action_dim": int(policy.action_dim),
+        "actor": actor_cls.settings(config),
+        # FlashSAC has no running normaliser (its actor's input BatchNorm normalises).
+        "normalize": bool(getattr(config, "obs_normalization", False)),
+        "obs_eps": float(NORMALIZER_EPS),
+    }
+    module = build_module(architecture)
+    rows = module.actor.jax_rows("actor")
+    if architecture["normalize"]:
+        rows += [
+            Row("obs_mean", ("obs_normalizer", "mean"), "copy"),
+            Row("obs_std", ("obs_normalizer", "var"), "sqrt"),
+        ]
+    try:
+        jax_to_torch(policy.state, rows, module)
+    except (ValueError, RuntimeError, KeyError) as err:
+        raise ExportError(f"the checkpoint's actor does not fit its config: {err}") from None
+    tensors = {name: value.numpy() for name, value in module.state_dict().items()}
+    return architecture, tensors
+
+
+def to_torch_module(policy: Any) -> Any:
+    """The policy's deterministic actor as a plain ``torch.nn.Module`` (eval mode, frozen,
+    float32; see ``build_module``):
+    ``module(obs [N, obs_dim]) -> actions [N, action_dim]`` in [-1, 1], equal to
+    ``policy(obs)`` up to float32 round-off; the observation normaliser is inside."""
+    require("torch")
+    import torch
+
+    architecture, tensors = actor_structure(policy)
+    return build_module(architecture, {k: torch.from_numpy(v) for k, v in tensors.items()})

@@ -1,0 +1,201 @@
+"""After training: load a run's deterministic policy.
+
+``load_policy(path)`` reads a checkpoint written by ``train`` (a run's log dir, its
+``checkpoints/`` folder or one checkpoint's folder) and returns a ``Policy``: observations in,
+actions out, the observation normaliser included. It restores only the checkpoint's ``agent``
+item (never the replay) and builds no trainer, so it takes seconds; the run's configuration
+comes from the checkpoint's own ``meta.json``.
+
+Checkpoints the core does not write are read by a ``PolicyReader`` another package registers,
+as an entry point of the group ``unilab_jax.policy_readers`` (found when first needed) or with
+``register_reader``. The torch facade registers one for its ``model_<iteration>.pt`` files
+(``unilab.torch_policy``); the core itself never imports the facade.
+
+``unilab_jax.policy.evaluate`` runs the policy; ``unilab-jax evaluate RUN`` does both from the
+command line.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from unilab_jax.algos.agent import Agent
+from unilab_jax.algos.hyperparams import settings_from_json
+from unilab_jax.algos.registry import get_algo
+from unilab_jax.envs import load
+from unilab_jax.training.checkpoint import latest_step, list_steps, read_meta, restore_item
+
+__all__ = [
+    "Policy",
+    "PolicyReader",
+    "agent_template",
+    "find_checkpoint",
+    "load_policy",
+    "register_reader",
+]
+
+#: The entry-point group of ``PolicyReader`` objects (``[project.entry-points]``).
+READERS_GROUP = "unilab_jax.policy_readers"
+
+
+@dataclass
+class Policy:
+    """A trained deterministic policy (SAC: tanh of the mean; TD3: the actor, no noise)."""
+
+    env: str
+    """The task it was trained on."""
+    algo: str
+    iteration: int
+    """The training iteration of the checkpoint."""
+    obs_dim: int
+    action_dim: int
+    config: dict
+    """The run's settings: ``{"train": ..., "algo": ...}`` as in ``run_config.json``."""
+    checkpoint: str
+    agent: Agent
+    state: Any
+    """The agent's state (parameters and normalisers)."""
+
+    def __post_init__(self) -> None:
+        self._act = jax.jit(self.agent.act)
+
+    @property
+    def algo_config(self) -> Any:
+        """The run's algorithm config (``SACConfig`` / ``TD3Config``), defaults filled in."""
+        from unilab_jax.algos.hyperparams import settings_from_json
+        from unilab_jax.algos.registry import get_algo
+
+        settings = settings_from_json(dict((self.config or {}).get("algo") or {}))
+        return get_algo(self.algo).config_cls(**settings)
+
+    def precision(self):
+        """The run's matmul precision (``TrainConfig.matmul_precision``; full float32 unless
+        the run opted out) as a context: the policy is traced under it, as in training."""
+        train = (self.config or {}).get("train") or {}
+        return jax.default_matmul_precision(train.get("matmul_precision") or "highest")
+
+    def act(self, obs: jax.Array) -> jax.Array:
+        """Actions ``[N, action_dim]`` in [-1, 1] for raw observations ``[N, obs_dim]``
+        (jit-able; the normaliser is applied inside)."""
+        with self.precision():
+            return self._act(self.state, obs)
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """``act`` for numpy input and output; a single observation ``[obs_dim]`` works too."""
+        obs = np.asarray(obs, np.float32)
+        single = obs.ndim == 1
+        actions = np.asarray(self.act(jnp.asarray(obs[None] if single else obs)))
+        return actions[0] if single else actions
+
+
+def find_checkpoint(path: str | Path, step: int | None = None) -> tuple[Path, int]:
+    """``(checkpoints folder, iteration)`` for a run dir, a ``checkpoints/`` folder or one
+    checkpoint's folder; the newest when ``step`` is None. (Other packages' files: their
+    ``PolicyReader``.)"""
+    path = Path(path)
+    if (path / "meta.json").is_file() and path.name.isdigit():
+        return path.parent, int(path.name) if step is None else step
+    if (path / "checkpoints").is_dir():
+        path = path / "checkpoints"
+    newest = latest_step(path)
+    if newest is None:
+        raise FileNotFoundError(
+            f"no checkpoint under {path}: pass a run's log dir, its checkpoints/ folder or one "
+            "checkpoint's folder (written by python -m unilab_jax.train or train(log_dir=...)), "
+            "or a torch facade run's log dir or one of its model_<iteration>.pt files"
+        )
+    if step is not None and step not in list_steps(path):
+        raise FileNotFoundError(
+            f"no checkpoint {step} under {path} (saved: {', '.join(map(str, list_steps(path)))})"
+        )
+    return path, newest if step is None else step
+
+
+@dataclass(frozen=True)
+class PolicyReader:
+    """How ``load_policy`` reads checkpoints another package writes."""
+
+    name: str
+    find: Callable[[Path, int | None], Path | None]
+    """The file ``(path, step)`` names when it is one of this reader's (it may raise to say
+    why the file it names cannot be used), None when ``path`` is not its kind."""
+    read: Callable[[Path], Policy]
+    """The deterministic policy of one such file."""
+
+
+_READERS: dict[str, PolicyReader] = {}
+_ENTRY_POINTS_READ = False
+
+
+def register_reader(reader: PolicyReader) -> None:
+    """Make ``load_policy`` try ``reader`` before the core's own checkpoints (one per name)."""
+    _READERS[reader.name] = reader
+
+
+def _readers() -> list[PolicyReader]:
+    global _ENTRY_POINTS_READ
+    if not _ENTRY_POINTS_READ:
+        for point in entry_points(group=READERS_GROUP):
+            if point.name in _READERS:
+                continue
+            try:
+                register_reader(point.load())
+            except Exception as err:  # a broken plugin must not stop the core's own files
+                warnings.warn(
+                    f"policy reader {point.name!r} ({point.value}) could not be loaded and is "
+                    f"skipped: {type(err).__name__}: {err}",
+                    stacklevel=3,
+                )
+        _ENTRY_POINTS_READ = True
+    return list(_READERS.values())
+
+
+def load_policy(path: str | Path, step: int | None = None) -> Policy:
+    """The deterministic policy of the checkpoint at ``path``: the core's (see
+    ``find_checkpoint``) or one a registered ``PolicyReader`` finds there (the torch facade's:
+    a run's log dir of ``model_<iteration>.pt`` files or one of them, which needs torch)."""
+    for reader in _readers():
+        file = reader.find(Path(path), step)
+        if file is not None:
+            return reader.read(file)
+    directory, step = find_checkpoint(path, step)
+    meta = read_meta(directory, step)
+    config = meta.get("config") or {}
+    if "train" not in config or "algo" not in config:
+        raise ValueError(f"checkpoint {step} under {directory} records no run configuration")
+    train = config["train"]
+    spec = get_algo(train["algo"])
+    algo_config = spec.config_cls(**settings_from_json(config["algo"]))
+    env = load(train["env"], config_override=train.get("env_overrides"))
+    obs_dim, critic_dim = env.obs_size["obs"], env.obs_size["critic"]
+    agent = spec.make_agent(
+        algo_config, obs_dim, critic_dim, env.action_size, axis_name=None,
+        num_envs=train["num_envs"],
+    )  # fmt: skip
+    state = restore_item(directory, "agent", agent_template(agent), step=step)
+    return Policy(
+        env=train["env"],
+        algo=train["algo"],
+        iteration=step,
+        obs_dim=obs_dim,
+        action_dim=env.action_size,
+        config=config,
+        checkpoint=str(directory / str(step)),
+        agent=agent,
+        state=state,
+    )
+
+
+def agent_template(agent: Agent) -> Any:
+    """Zeros shaped like ``agent``'s state (traced, not run), to restore or convert into."""
+    like = jax.eval_shape(agent.init, jax.random.PRNGKey(0))
+    return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), like)

@@ -1,0 +1,208 @@
+"""``unilab-jax play RUN --video out.mp4``: watch a trained policy.
+
+RUN is a run's log dir (as written by ``python -m unilab_jax.train``), its ``checkpoints/``
+folder, or one checkpoint's folder (``unilab_jax.policy.load_policy``). The deterministic
+policy plays ``--episodes`` episodes (in parallel, on MJX) of the run's task with the run's env
+overrides, for at most ``--steps`` control steps each (default: the task's episode length); the
+return of each episode is printed. With ``--video`` the episodes are rendered offscreen with
+MuJoCo, one frame per control step (the state the policy acted on), one episode after another,
+and encoded as an H.264 mp4 at ``--fps`` (default: the task's control rate, ``1 / control_dt``).
+
+Examples::
+
+    unilab-jax play logs/fast_sac/PendulumSwingup/2026-12-01_10-00-00_mjx
+    unilab-jax play RUN --video out.mp4
+    unilab-jax play RUN --wandb
+    unilab-jax play RUN --video out.mp4 --episodes 3 --steps 300 --width 1280 \\
+        --height 720 --camera -1 --fps 30 --step 500 --seed 1
+
+With ``--wandb`` the video (``video/policy``) and the episodes' mean return
+(``video/mean_return``) are logged into the wandb run the training run logged to (recorded in
+``RUN/wandb_run.json`` when it was trained with ``--logger wandb``; an offline run stays
+offline), and the video is kept as ``RUN/videos/iteration_<N>.mp4`` unless ``--video`` names
+another file.
+
+``--camera`` is a camera name or index of the task's MJCF, or -1 for MuJoCo's free camera
+(default: the model's first camera, the free camera when it has none).
+
+OpenGL backend: MuJoCo renders offscreen through EGL (GPU or Mesa), OSMesa (software) or GLFW
+(needs a display), chosen by the ``MUJOCO_GL`` environment variable before ``mujoco`` creates a
+GL context. When ``MUJOCO_GL`` is not set, ``egl``, ``osmesa`` and ``glfw`` are tried in that
+order, each in a short-lived subprocess (a failed backend cannot be undone inside a process:
+PyOpenGL fixes its platform on first use), and the first that renders is used. When none does,
+the command exits with status 2 and one line saying what each backend failed on and what to
+install. A ``MUJOCO_GL`` set by the user is used as is; its failure is reported the same way.
+
+Encoding needs ``imageio`` and ``imageio-ffmpeg`` (which ships an ffmpeg binary; no system
+ffmpeg is needed): ``pip install 'unilab-jax[video]'``.
+
+Supported envs: our registered tasks, ``playground/<Name>`` and ``brax/<name>`` (Brax envs
+built from MJCF, whose ``sys.mj_model`` is set).
+
+This module holds what is played: how an env is drawn (``render_source``) and the
+deterministic episodes (``rollout`` on MJX, ``rollout_mujoco`` on C MuJoCo). The GL backend
+choice is ``unilab_jax.policy.gl_backends``, the video and ``--wandb`` ``unilab_jax.policy.video``
+(their
+names are importable from here too); the command line is ``unilab_jax.cli.play``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from unilab_jax.policy.gl_backends import (
+    GL_BACKENDS,
+    RenderError,
+    choose_gl_backend,
+    no_backend_message,
+    probe_gl_backend,
+    use_gl_backend,
+)
+from unilab_jax.policy.video import (
+    VIDEO_EXTRA,
+    VIDEO_SUFFIXES,
+    find_wandb_run,
+    imageio_module,
+    log_to_wandb,
+    resolve_camera,
+    write_video,
+)
+
+__all__ = [
+    "GL_BACKENDS",
+    "VIDEO_EXTRA",
+    "VIDEO_SUFFIXES",
+    "RenderError",
+    "RenderSource",
+    "Rollout",
+    "choose_gl_backend",
+    "find_wandb_run",
+    "imageio_module",
+    "log_to_wandb",
+    "no_backend_message",
+    "probe_gl_backend",
+    "render_source",
+    "resolve_camera",
+    "rollout",
+    "rollout_mujoco",
+    "use_gl_backend",
+    "write_video",
+]
+
+
+# ------------------------------------------------------------------------- what to render
+@dataclass(frozen=True)
+class RenderSource:
+    """How to draw an env: its MuJoCo model, ``physics -> (qpos, qvel)`` (jit-able, one env)
+    and the seconds per control step."""
+
+    model: Any
+    positions: Callable[[Any], tuple[Any, Any]]
+    control_dt: float
+
+
+def render_source(env: Any) -> RenderSource:
+    """The :class:`RenderSource` of one of our envs, a Playground or a Brax adapter."""
+    from unilab_jax.envs.adapters.brax import BraxEnv
+    from unilab_jax.envs.adapters.playground import PlaygroundEnv
+    from unilab_jax.envs.base import Env
+
+    if isinstance(env, Env):
+        return RenderSource(
+            env.task.model, lambda data: (data.qpos, data.qvel), float(env.task.control_dt)
+        )
+
+    def foreign_state(physics):
+        return physics if env.full_reset else physics["env"]
+
+    if isinstance(env, PlaygroundEnv):
+        return RenderSource(
+            env.foreign.mj_model,
+            lambda physics: (foreign_state(physics).data.qpos, foreign_state(physics).data.qvel),
+            float(env.foreign.dt),
+        )
+    if isinstance(env, BraxEnv):
+        model = getattr(env.foreign.sys, "mj_model", None)
+        if model is None:
+            raise RenderError(f"{env.name}: its Brax System carries no mj_model to render")
+
+        def positions(physics):
+            pipeline = foreign_state(physics).pipeline_state
+            qpos = getattr(pipeline, "qpos", None)
+            qvel = getattr(pipeline, "qvel", None)
+            return (pipeline.q if qpos is None else qpos), (pipeline.qd if qvel is None else qvel)
+
+        return RenderSource(model, positions, float(env.foreign.dt))
+    raise RenderError(
+        f"cannot render {getattr(env, 'name', env)!r} ({type(env).__name__}): rendering supports "
+        "our registered tasks, playground/<Name> and brax/<name> envs"
+    )
+
+
+# ------------------------------------------------------------------------- rollout
+@dataclass(frozen=True)
+class Rollout:
+    """Deterministic episodes played in parallel: ``returns``/``lengths`` ``[E]``; ``qpos``
+    ``[T, E, nq]``, ``qvel`` ``[T, E, nv]`` before each step; ``alive [T, E]`` marks the steps
+    of each episode (false after it ended)."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+    qpos: np.ndarray
+    qvel: np.ndarray
+    alive: np.ndarray
+
+
+def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: int, seed: int):
+    """Play ``episodes`` episodes of at most ``steps`` control steps with the deterministic
+    ``policy`` from fresh resets drawn from ``seed``; returns a :class:`Rollout`."""
+    import jax
+    import jax.numpy as jnp
+
+    act = policy.agent.act
+
+    def run(agent_state, key):
+        state = jax.vmap(env.reset)(jax.random.split(key, episodes))
+
+        def body(carry, _):
+            env_state, alive, total, length = carry
+            qpos, qvel = jax.vmap(source.positions)(env_state.physics)
+            actions = act(agent_state, env_state.obs["obs"])
+            nxt = env.step_batch(env_state, actions)
+            total = total + jnp.where(alive, nxt.reward, 0.0)
+            length = length + alive.astype(jnp.int32)
+            record = (qpos, qvel, alive)
+            alive = alive & ~(nxt.terminated | nxt.truncated)
+            return (nxt, alive, total, length), record
+
+        zeros = jnp.zeros((episodes,), jnp.float32)
+        init = (state, jnp.ones((episodes,), bool), zeros, zeros.astype(jnp.int32))
+        (_, _, total, length), (qpos, qvel, alive) = jax.lax.scan(body, init, None, length=steps)
+        return total, length, qpos, qvel, alive
+
+    out = jax.jit(run)(policy.state, jax.random.PRNGKey(seed))
+    return Rollout(*(np.asarray(x) for x in out))
+
+
+def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) -> Rollout:
+    """:func:`rollout` on C MuJoCo (the physics a ``physics="mujoco"`` run trained on): the
+    evaluation's episodes (``envs.episodes.mujoco_episodes``, keyed by ``seed``), qpos/qvel before
+    each step."""
+    import jax
+
+    from unilab_jax.envs.episodes import mujoco_episodes
+    from unilab_jax.envs.vec_env import MujocoVecEnv
+
+    vec = MujocoVecEnv(env.task, policy.env, episodes, seed)
+    try:
+        with policy.precision():
+            out = mujoco_episodes(
+                vec, jax.jit(policy.agent.act), policy.state, seed, steps=steps, positions=True
+            )
+    finally:
+        vec.close()
+    return Rollout(out["returns"], out["lengths"], out["qpos"], out["qvel"], out["alive"])

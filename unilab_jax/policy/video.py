@@ -1,0 +1,161 @@
+"""A rollout as a video: the camera, the offscreen render encoded as an H.264 mp4, and the
+video logged into the wandb run the training run logged to.
+
+``write_video`` renders every step of a ``play.Rollout`` with MuJoCo (through the GL backend
+``unilab_jax.policy.gl_backends`` chose) and encodes it with ``imageio`` and ``imageio-ffmpeg``
+(``imageio_module``: ``VIDEO_EXTRA`` names the extra when they are missing);
+``resolve_camera`` reads ``--camera``; ``find_wandb_run`` and ``log_to_wandb`` are ``--wandb``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unilab_jax.policy.gl_backends import RenderError
+
+__all__ = [
+    "VIDEO_EXTRA",
+    "VIDEO_SUFFIXES",
+    "find_wandb_run",
+    "imageio_module",
+    "log_to_wandb",
+    "resolve_camera",
+    "write_video",
+]
+
+VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov")
+VIDEO_EXTRA = "pip install 'unilab-jax[video]' (imageio==2.38.1 imageio-ffmpeg==0.8.1)"
+
+
+def imageio_module():
+    """``imageio.v2`` with its ffmpeg binary, or RenderError naming the extra."""
+    try:
+        import imageio.v2 as imageio
+        import imageio_ffmpeg
+    except ImportError as err:
+        raise RenderError(
+            f"--video needs imageio and imageio-ffmpeg ({err}): {VIDEO_EXTRA}"
+        ) from err
+    try:
+        imageio_ffmpeg.get_ffmpeg_exe()
+    except RuntimeError as err:
+        raise RenderError(f"imageio-ffmpeg has no ffmpeg binary ({err}): {VIDEO_EXTRA}") from err
+    return imageio
+
+
+def resolve_camera(model: Any, camera: str | None) -> int:
+    """A camera index of ``model`` from a name, an index or -1 (free); None: the first
+    camera, or the free camera when the model has none."""
+    import mujoco
+
+    if camera is None:
+        return 0 if model.ncam > 0 else -1
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam)]
+    available = ", ".join(
+        ["-1 (free)", *(f"{i} ({n})" if n else str(i) for i, n in enumerate(names))]
+    )
+    try:
+        index = int(camera)
+    except ValueError:
+        index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+        if index < 0:
+            raise ValueError(f"no camera named {camera!r}; cameras: {available}") from None
+        return index
+    if not -1 <= index < model.ncam:
+        raise ValueError(f"no camera {index}; cameras: {available}")
+    return index
+
+
+def write_video(
+    path: Path,
+    model: Any,
+    result: Any,
+    *,
+    width: int,
+    height: int,
+    camera: int,
+    fps: float,
+) -> int:
+    """Render every alive step of ``result`` (a ``play.Rollout``), episode after episode, into
+    ``path``; returns the number of frames written."""
+    import mujoco
+    from mujoco.rendering.classic.renderer import Renderer  # raises what mujoco.Renderer hides
+
+    imageio = imageio_module()
+    if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
+        model = copy.deepcopy(model)  # a larger offscreen buffer, on a copy of the task's model
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+    data = mujoco.MjData(model)
+    renderer = Renderer(model, height, width)
+    frames = 0
+    try:
+        writer = imageio.get_writer(
+            str(path),
+            format="FFMPEG",
+            mode="I",
+            fps=fps,
+            codec="libx264",
+            pixelformat="yuv420p",
+            macro_block_size=1,
+            ffmpeg_log_level="error",
+        )
+        with writer:
+            for episode in range(result.alive.shape[1]):
+                for t in np.flatnonzero(result.alive[:, episode]):
+                    data.qpos[:] = result.qpos[t, episode]
+                    data.qvel[:] = result.qvel[t, episode]
+                    mujoco.mj_forward(model, data)
+                    renderer.update_scene(data, camera=camera)
+                    writer.append_data(renderer.render())
+                    frames += 1
+    finally:
+        with contextlib.suppress(Exception):
+            renderer.close()
+    return frames
+
+
+def find_wandb_run(run: str | Path) -> tuple[Path, dict]:
+    """``(run dir, record)`` of the ``wandb_run.json`` in ``run`` or the folders above it (a
+    checkpoint's folder sits two levels below its run dir)."""
+    path = Path(run).resolve()
+    for folder in (path, *path.parents[:2]):
+        record = folder / "wandb_run.json"
+        if record.is_file():
+            return folder, json.loads(record.read_text())
+    raise FileNotFoundError(
+        f"--wandb: no wandb_run.json in {run} or above it: only runs trained with --logger "
+        "wandb record their wandb run"
+    )
+
+
+def log_to_wandb(record: dict, run_dir: Path, video: Path, iteration: int, returns) -> str:
+    """Log ``video`` (as ``video/policy``) and the episodes' mean return (``video/mean_return``)
+    into the wandb run ``record`` names, resuming it; returns where wandb keeps it."""
+    import wandb
+
+    run = wandb.init(
+        id=record["id"],
+        project=record.get("project") or None,
+        entity=record.get("entity") or None,
+        mode=record.get("mode") or None,
+        dir=str(run_dir),
+        resume="allow",
+    )
+    try:
+        run.log(
+            {
+                "video/policy": wandb.Video(str(video), format=video.suffix.lstrip(".").lower()),
+                "video/mean_return": float(np.mean(returns)),
+                "video/iteration": iteration,
+            }
+        )
+        return str(getattr(run, "url", None) or run.dir)
+    finally:
+        run.finish()

@@ -1,0 +1,125 @@
+"""Resuming a run from its checkpoint: ``train(config, resume=RUN)`` and ``--resume RUN``.
+
+A resumed run continues exactly where the checkpoint stopped: the whole training state is
+restored (agent, replay, env states, exploration state, PRNG key, iteration), so training on
+from checkpoint N gives bit for bit the arrays an uninterrupted run has at every later
+checkpoint. ``max_iterations`` counts from the start of the run, not from the checkpoint.
+
+The settings must be the checkpoint's: a run resumed with others (``num_envs``, and as well
+those that keep every array's shape, ``batch_size``, ``gamma``, ``critic_lr``, ...) raises
+``ResumeError`` naming each difference (``num_envs: checkpoint 8, now 16``), from the
+checkpoint's ``meta.json`` alone, before anything is built or compiled. Settings that only steer
+the host loop (``FREE_ON_RESUME``: the iteration count, intervals, evaluation, seed, collection
+schedule, launch) may change freely. A damaged checkpoint (a file whose
+size or CRC-32 is not the recorded one) is named, with the newest intact one before it
+(``ResumeError.older``).
+
+``checkpoint_folder`` checks the path in a fraction of a second, before JAX starts (this
+module imports neither JAX nor orbax until it restores), so a mistyped ``--resume`` fails at
+once and creates nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from unilab_jax.distributed.processes import LAUNCH_FIELDS
+from unilab_jax.errors import CheckpointError, ConfigError
+
+__all__ = ["FREE_ON_RESUME", "ResumeError", "checkpoint_folder", "restore_run"]
+
+#: Settings that only steer the host loop: a resumed run may change them freely.
+FREE_ON_RESUME = frozenset({
+    "max_iterations", "log_interval", "save_interval", "eval_envs", "eval_interval", "seed",
+    "matmul_precision", "collection", "physics_threads", *LAUNCH_FIELDS,
+})  # fmt: skip
+
+
+class ResumeError(CheckpointError):
+    """The checkpoint cannot be resumed: missing, damaged (``older``: the newest intact step
+    before it, or None) or written with other settings (``differences``)."""
+
+    def __init__(
+        self, reason: str, *, older: int | None = None, differences: list[str] | None = None
+    ):
+        super().__init__(reason)
+        self.reason, self.older, self.differences = reason, older, differences or []
+
+    def __str__(self) -> str:
+        if self.older is None:
+            return self.reason
+        return f"{self.reason}; resume from the previous one: resume_step={self.older}"
+
+
+def checkpoint_folder(path: str | Path, option: str = "resume") -> Path:
+    """The checkpoint folder of a run's log dir (or of its ``checkpoints/`` folder itself);
+    ``ConfigError`` at once, creating nothing, when there is none (the message names the
+    ``option`` it came from)."""
+    directory = Path(path)
+    if (directory / "checkpoints").is_dir():
+        directory = directory / "checkpoints"
+    if not directory.is_dir():
+        raise ConfigError(f"{option} {path}: no such directory")
+    if not any(p.name.isdigit() for p in directory.iterdir()):
+        raise ConfigError(f"{option} {path}: no checkpoint in {directory}")
+    return directory
+
+
+def restore_run(trainer: Any, path: str | Path, step: int | None, settings: dict) -> Any:
+    """The ``TrainState`` of checkpoint ``step`` (None: the newest) of the run at ``path``,
+    restored into the layout of ``trainer.init_state()`` (its shardings included);
+    ``ResumeError`` says why not, comparing the checkpoint's settings with ``settings`` (the
+    run's ``run_config``)."""
+    from unilab_jax.training.checkpoint import (
+        CheckpointDamagedError,
+        CheckpointMismatchError,
+        list_steps,
+        read_meta,
+        restore_checkpoint,
+    )
+
+    directory = checkpoint_folder(path)
+    steps = list_steps(directory)
+    if step is not None and step not in steps:
+        saved = ", ".join(map(str, steps))
+        raise ResumeError(f"no checkpoint {step} in {directory} (saved: {saved})")
+    step = steps[-1] if step is None else step
+    saved = read_meta(directory, step).get("config") or {}
+    changed = setting_differences(saved, settings) if saved else []
+    if changed:  # before init_state: nothing is built or compiled for a run that cannot go on
+        raise ResumeError(
+            f"checkpoint {step} was written with other settings: {'; '.join(changed)}; pass "
+            "the checkpoint's values to resume it",
+            differences=changed,
+        )
+    try:
+        return restore_checkpoint(directory, trainer.init_state(), step=step)
+    except CheckpointDamagedError as err:
+        older = [s for s in steps if s < step]
+        reason = str(err) + ("" if older else "; no earlier checkpoint is left")
+        raise ResumeError(reason, older=older[-1] if older else None) from None
+    except CheckpointMismatchError as err:
+        changed = setting_differences(saved, settings)
+        detail = "; ".join(changed) if changed else "; ".join(err.differences[:3]) + " (no config)"
+        raise ResumeError(
+            f"checkpoint {step} was written with other settings: {detail}; pass the "
+            "checkpoint's values to resume it",
+            differences=changed,
+        ) from None
+    except CheckpointError as err:
+        raise ResumeError(str(err)) from None
+
+
+def setting_differences(saved: dict, current: dict) -> list[str]:
+    """``"name: checkpoint X, now Y"`` for every setting that differs (host-only ones aside)."""
+    out = []
+    # Another algorithm has other settings altogether: naming the algorithm says it all.
+    same_algo = saved.get("train", {}).get("algo") == current.get("train", {}).get("algo")
+    for section in ("train", "algo") if same_algo else ("train",):
+        old, new = saved.get(section, {}), current.get(section, {})
+        for name in sorted(set(old) | set(new)):
+            if name in FREE_ON_RESUME or old.get(name) == new.get(name):
+                continue
+            out.append(f"{name}: checkpoint {old.get(name)!r}, now {new.get(name)!r}")
+    return out
