@@ -1,4 +1,5 @@
-"""``python -m unilab_jax.train``: documented options, early clear errors, a real tiny run."""
+"""``unilab-jax train`` (``python -m unilab_jax.train``) and the other commands: documented options,
+early clear errors, a real tiny run, resumed."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import time
 import pytest
 from tiny import array_crcs  # tests/tiny.py
 
-from unilab_jax.train import build_parser, main
+from unilab_jax.train import main
 
 
 def run_cli(*args, timeout=600):
@@ -21,16 +22,22 @@ def run_cli(*args, timeout=600):
     )
 
 
-def test_help_builds_while_a_finalizer_parses_python(monkeypatch):
-    """CI's help test once failed so: a garbage collection during the help's ``ast.parse`` ran a
-    finalizer that logged a traceback (orbax's leftover asyncio task), whose caret anchors
-    parse Python too; CPython 3.11 then raised "AST constructor recursion depth mismatch"."""
+def _help(capsys, *argv: str) -> str:
+    """``unilab-jax train ARGV --help`` in this process: the text it prints (it exits 0)."""
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_builds_while_a_finalizer_parses_python(monkeypatch, capsys):
+    """CI's help test once failed so: a garbage collection during the help's ``ast.parse`` (of a
+    config's source, for its fields' docstrings) ran a finalizer that logged a traceback
+    (orbax's leftover asyncio task), whose caret anchors parse Python too; CPython 3.11 then
+    raised "AST constructor recursion depth mismatch"."""
     import ast
     import gc
     import textwrap
-
-    from unilab_jax.cli.options import field_docs
-    from unilab_jax.config import TrainConfig
 
     class ParsesWhenCollected:
         def __init__(self):
@@ -49,56 +56,94 @@ def test_help_builds_while_a_finalizer_parses_python(monkeypatch):
 
     monkeypatch.setattr(textwrap, "dedent", dedent_then_leave_garbage)
     try:
-        docs = field_docs(TrainConfig)
+        text = _help(capsys)
     finally:
         gc.set_threshold(*threshold)
         gc.collect()
-    assert docs["num_envs"].startswith("Parallel")
+    assert "Parallel environments, over all devices." in text
 
 
-def test_help_documents_every_option():
-    text = build_parser().format_help()
-    for flag in (
-        "--env",
-        "--algo",
-        "--num-envs",
-        "--max-iterations",
-        "--seed",
-        "--num-devices",
-        "--log-dir",
-        "--logger",
-        "--replay-buffer-n",
-        "--batch-size",
-        "--updates-per-step",
-        "--policy-frequency",
-        "--learning-starts",
-        "--env-steps-per-sync",
-        "--save-interval",
-        # algorithm settings, SAC and TD3
-        "--gamma",
-        "--tau",
-        "--alpha-init",
-        "--target-entropy-ratio",
-        "--critic-hidden-dim",
-        "--v-min",
-        "--num-atoms",
-        "--policy-noise",
-        "--noise-clip",
-        "--use-cdq",
-        "--obs-normalization",
-    ):
+def test_help_documents_every_option(capsys):
+    """Every option of the run, of ``TrainConfig`` and of each algorithm's config is in the
+    help (an algorithm's with ``--algo NAME --help``), with its field's docstring on one line
+    however many lines the docstring spans."""
+    import dataclasses
+    import typing
+
+    from unilab_jax.algos.registry import ALGOS
+    from unilab_jax.cli.options import documented
+    from unilab_jax.cli.train import RunOptions
+    from unilab_jax.config import TrainConfig
+
+    for name, spec in ALGOS.items():
+        text = " ".join(_help(capsys, "--algo", name).split())  # the text, unwrapped
+        for cls in (RunOptions, TrainConfig, spec.config_cls):
+            hints = typing.get_type_hints(documented(cls), include_extras=True)
+            for field in dataclasses.fields(cls):
+                if field.name == "env_overrides":  # the Python API's only
+                    assert "--env-overrides" not in text
+                    continue
+                assert f"--{field.name.replace('_', '-')}" in text, (name, field.name)
+                (arg,) = [m for m in hints[field.name].__metadata__ if hasattr(m, "help")]
+                assert len(arg.help) > 12 and "\n" not in arg.help, (cls, field.name)
+                if field.name != "algo":  # the help lists the registry's algorithms instead
+                    assert arg.help[:40] in text, (cls, field.name)
+    # The commonly used ones, spelled as they always were.
+    text = _help(capsys, "--algo", "td3")
+    for flag in ("--env", "--algo", "--num-envs", "--max-iterations", "--log-dir", "--logger",
+                 "--replay-buffer-n", "--batch-size", "--updates-per-step", "--policy-frequency",
+                 "--save-interval", "--gamma", "--critic-hidden-dim", "--v-min", "--num-atoms",
+                 "--policy-noise", "--noise-clip", "--use-cdq", "--no-use-cdq", "--resume-step",
+                 "--obs-normalization", "--config", "--resume", "--preset", "--quiet"):  # fmt: skip
         assert flag in text, flag
-    assert "tensorboard" in text and "wandb" in text
-    # every option carries a description, not just a name
-    for action in build_parser()._actions:
-        if action.option_strings and action.dest != "help":
-            assert action.help and len(action.help) > 12, action.dest
+    assert "tensorboard" in text and "wandb" in text and "sac (FastSAC)" in text
+
+
+def test_help_shows_the_tasks_preset_as_the_defaults(capsys):
+    """The second stage parses over the preset: ``--env X --help`` shows the values a run of X
+    uses (without ``--env``: the bare defaults)."""
+    batch = "--batch-size INT Global batch of one gradient update (split evenly over devices)."
+    text = " ".join(_help(capsys, "--env", "playground/CartpoleBalance", "--preset", "cpu").split())
+    assert f"{batch} (default: 512)" in text  # dm_control/cpu's
+    assert f"{batch} (default: 8192)" in " ".join(_help(capsys).split())
+
+
+@pytest.mark.parametrize("command", ["evaluate", "play", "export"])
+def test_step_takes_an_iteration_or_best(command, capsys):
+    """``--step`` of the commands that load a run's policy: an iteration or ``best``, said so
+    in their help."""
+    import importlib
+
+    from unilab_jax.cli.options import STEP_HELP, documented, parse
+
+    program = importlib.import_module(f"unilab_jax.cli.{command}")
+    options = documented(getattr(program, command.capitalize()), step=STEP_HELP)
+    extra = ["--format", "onnx", "--out", "x.onnx"] if command == "export" else []
+    assert parse(options, ["RUN", *extra, "--step", "best"]).step == "best"
+    assert parse(options, ["RUN", *extra, "--step", "500"]).step == 500
+    assert parse(options, ["RUN", *extra]).step is None
+    with pytest.raises(SystemExit) as exited:
+        program.main(["--help"])
+    assert exited.value.code == 0
+    assert "best (the best-evaluated one)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_console_commands_start_in_a_subprocess():
+    """``python -m unilab_jax.cli`` (the ``unilab-jax`` console script): each command's help,
+    and a clear line and status 2 for an unknown command."""
+    for command in ("train", "launch", "evaluate", "play", "export", "plot"):
+        proc = subprocess.run([sys.executable, "-m", "unilab_jax.cli", command, "--help"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert proc.returncode == 0 and f"usage: unilab-jax {command}" in proc.stdout, command
+    proc = subprocess.run([sys.executable, "-m", "unilab_jax.cli", "trian"], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "unknown command 'trian'" in proc.stderr
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--env", "Pendulumm"], "unknown env 'Pendulumm'; registered tasks: "),
+        (["--env", "Pendulumm"], "Unknown environment 'Pendulumm'; registered environments: "),
         (["--algo", "ppo"], "unknown algo 'ppo'; choose one of sac, td3"),
         (
             ["--num-envs", "8", "--replay-buffer-n", "4", "--batch-size", "64"],
@@ -109,6 +154,7 @@ def test_help_documents_every_option():
         (["--batch-size", "-1"], "batch_size must be a positive integer"),
         (["--algo", "td3", "--alpha-init", "0.1"], "--alpha-init do not apply to --algo td3"),
         (["--v-min", "10", "--v-max", "10"], "v_min is 10.0; it must be below v_max (10.0)"),
+        (["--num-envs", "eight"], "--num-envs"),  # tyro's own: a value of the wrong type
     ],
 )
 def test_bad_input_fails_fast_with_a_clear_message(args, message, capsys, monkeypatch):
@@ -116,10 +162,12 @@ def test_bad_input_fails_fast_with_a_clear_message(args, message, capsys, monkey
     below starts it as that), in this process: no interpreter and imports per case."""
     monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))  # main may set it
     start = time.perf_counter()
-    with pytest.raises(SystemExit) as exited:
-        main(args)
+    try:
+        code = main(args)
+    except SystemExit as exited:  # tyro's parse errors
+        code = exited.code
     err = capsys.readouterr().err
-    assert exited.value.code == 2, err
+    assert code == 2, err
     assert message in err
     assert "Traceback" not in err
     assert "PendulumSwingup" in err or "Pendulumm" not in args
@@ -263,8 +311,8 @@ def test_the_default_log_dir_is_named_by_the_runs_physics():
     """A run collecting with C MuJoCo was named ``..._mjx``: the name now says its physics."""
     import datetime
 
-    from unilab_jax.cli.train import default_log_dir
     from unilab_jax.config import TrainConfig
+    from unilab_jax.training.trainer import default_log_dir
 
     started = datetime.datetime(2026, 12, 5, 10, 0, 0)
     for physics in ("mjx", "mujoco"):

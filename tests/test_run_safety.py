@@ -237,3 +237,25 @@ def test_a_diverged_learner_stops_the_run_with_a_named_error_and_exit_3(tmp_path
     for step in list_steps(tmp_path / "run" / "checkpoints"):
         policy = unilab_jax.load_policy(tmp_path / "run", step)
         assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(policy.state))
+
+
+def test_train_owns_its_run_from_python(tmp_path, monkeypatch):
+    """``train`` itself, not the CLI, names a new run's folder (``log_dir=True``:
+    ``logs/<algo>/<env>/<time>_<physics>``), holds its lock while it runs and writes
+    ``run_config.json`` and ``run_summary.json``; ``resume=True`` goes on in it."""
+    from tiny import TINY, TINY_SAC  # tests/tiny.py
+
+    from unilab_jax.training.trainer import train
+
+    monkeypatch.chdir(tmp_path)
+    config = TINY.replace(save_interval=2)
+    first = train(config, TINY_SAC, log_dir=True, logger="none", quiet=True)
+    (run,) = (tmp_path / "logs" / "fast_sac" / "PendulumSwingup").iterdir()
+    assert run.name.endswith("_mjx") and first.summary["log_dir"] == str(run.relative_to(tmp_path))
+    assert (run / "run_config.json").exists() and (run / LOCK_FILE).read_text() == ""
+    summary = json.loads((run / "run_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["completed_iterations"] == 6
+    more = train(config.replace(max_iterations=8), TINY_SAC, log_dir=run, resume=True,
+                 logger="none", quiet=True)  # fmt: skip
+    assert more.summary["completed_iterations"] == 8
+    assert json.loads((run / "run_summary.json").read_text())["completed_iterations"] == 8

@@ -1,13 +1,8 @@
-"""``python -m unilab_jax.train``: the training command line.
-
-The program is ``unilab_jax.cli.train``; this module starts it (and keeps its names).
-"""
+"""``python -m unilab_jax.train``: ``unilab-jax train`` (its program: ``unilab_jax.cli.train``)."""
 
 import sys
 
-from unilab_jax.cli.train import build_parser, main
-
-__all__ = ["build_parser", "main"]
+from unilab_jax.cli.train import main
 
 if __name__ == "__main__":
     sys.exit(main())

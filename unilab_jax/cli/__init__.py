@@ -1,20 +1,7 @@
-"""The command-line programs, apart from the library they call.
-
-``unilab-jax <command> [options]`` (a console script; ``python -m unilab_jax.cli <command>``
-is the same) starts one of them; ``python -m unilab_jax.train`` also starts ``train``. Each
-does only what a command line needs: parse and check its options, call the library, print,
-and map failures to exit codes (2 bad input, 1 a failed save or check, 130 / 143 stopped by
-SIGINT / SIGTERM).
-
-- ``train``: ``TrainConfig`` and the algorithms' configs as options (generated from their
-  documented fields), presets, ``--config`` reruns, ``--resume``; calls ``trainer.train``
-  (the parser and how options become settings: ``train_options``).
-- ``launch``: one run over several local processes (``unilab_jax.distributed``).
-- ``evaluate``: ``policy.evaluate`` of a run's checkpoint.
-- ``play``: episodes and video of a trained policy (``unilab_jax.policy.play``).
-- ``export``: ``policy.export.export_policy`` (torch, TorchScript, ONNX), checked.
-- ``plot``: ``analysis.plot.plot_runs`` of TensorBoard runs.
-"""
+"""The command-line programs: ``unilab-jax <command> [options]`` (a console script; ``python -m
+unilab_jax.cli <command>`` is the same, and ``python -m unilab_jax.train`` is ``train``). Each
+command is a module here whose ``main(argv)`` parses its options (tyro, from a documented
+dataclass: ``options``), calls the library, prints, and returns its exit code (2: bad input)."""
 
 from __future__ import annotations
 
@@ -32,23 +19,15 @@ COMMANDS = {
 }
 
 
-def _usage() -> str:
-    rows = "\n".join(f"  {name:<9} {what}" for name, what in COMMANDS.items())
-    return (
-        "usage: unilab-jax <command> [options]   (unilab-jax <command> --help for its options)\n"
-        f"\ncommands:\n{rows}\n"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """``unilab-jax <command> ...``: start ``command``'s program with the rest of ``argv``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(_usage(), end="")
-        return 0 if args else 2
-    command, rest = args[0], args[1:]
-    if command not in COMMANDS:
-        print(f"{_usage()}\nunilab-jax: unknown command {command!r}", file=sys.stderr)
-        return 2
-    program = importlib.import_module(f"unilab_jax.cli.{command}")
-    return program.main(rest)
+    if args and args[0] in COMMANDS:
+        return importlib.import_module(f"unilab_jax.cli.{args[0]}").main(args[1:])
+    helping = args[:1] in (["-h"], ["--help"])
+    rows = "".join(f"\n  {name:<9} {what}" for name, what in COMMANDS.items())
+    print(f"usage: unilab-jax <command> [options]  (unilab-jax <command> --help: its options)\n"
+          f"\ncommands:{rows}", file=sys.stdout if helping else sys.stderr)  # fmt: skip
+    if args and not helping:
+        print(f"unilab-jax: unknown command {args[0]!r}", file=sys.stderr)
+    return 0 if helping else 2

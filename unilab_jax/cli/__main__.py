@@ -1,4 +1,4 @@
-"""``python -m unilab_jax.cli <command> ...``: the same as the ``unilab-jax`` console script."""
+"""``python -m unilab_jax.cli <command> ...``: the ``unilab-jax`` console script."""
 
 import sys
 

@@ -1,117 +1,79 @@
-"""Command-line options generated from documented dataclass fields (``TrainConfig``,
-``SACConfig``, ``TD3Config``): one ``--name`` per scalar field, its help the docstring written
-under the field, ``--flag / --no-flag`` for booleans, and the default shown.
+"""A command's options: a frozen dataclass whose fields' docstrings are the ``--help``, parsed
+by tyro (``--name`` per field, kebab-case, ``--flag / --no-flag`` for booleans, the defaults
+shown). ``documented`` hands tyro each docstring on one line (tyro 1.0.17 keeps the line breaks
+of a docstring written over several indented lines); ``parse`` runs tyro.
 
-Options are added with ``default=argparse.SUPPRESS``, so a parsed namespace holds only the
-options given: presets and ``--config`` files fill in the rest, and what was given wins.
-(tyro 1.0.17 builds such parsers too, but it shows one algorithm's options per subcommand and
-cannot say which options were given, which presets need.)
-"""
+Both read the classes' sources with ``ast`` while no garbage collection runs: in CPython 3.11 a
+collection whose finalizer parses Python meanwhile (a logged traceback's caret anchors) fails
+the outer parse ("AST constructor recursion depth mismatch")."""
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import dataclasses
-import types
+import gc
+import sys
 import typing
+from typing import Annotated
 
-__all__ = ["add_dataclass_options", "field_docs", "flag"]
+import docstring_parser
+import tyro
 
+__all__ = ["STEP_HELP", "documented", "error", "parse", "values"]
 
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring written under each field of a dataclass (a string literal after the field),
-    so the CLI's ``--help`` is written once, next to the field; a subclass's fields inherit the
-    documentation of the dataclasses it extends unless it writes its own."""
-    import ast
-    import gc
-    import inspect
-    import textwrap
-
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if not dataclasses.is_dataclass(klass):
-            continue
-        source = textwrap.dedent(inspect.getsource(klass))
-        # CPython 3.11 keeps one AST-building depth counter per interpreter: a garbage
-        # collection inside ``ast.parse`` whose finalizer parses too (a logged traceback's
-        # caret anchors, e.g. asyncio's "Task exception was never retrieved") leaves it
-        # unbalanced and the outer parse fails with "AST constructor recursion depth
-        # mismatch". No collection runs while it builds ours.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            tree = ast.parse(source)
-        finally:
-            if was_enabled:
-                gc.enable()
-        body = tree.body[0].body  # type: ignore[attr-defined]
-        for prev, node in zip(body, body[1:], strict=False):
-            if (
-                isinstance(prev, ast.AnnAssign)
-                and isinstance(prev.target, ast.Name)
-                and isinstance(node, ast.Expr)
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            ):
-                docs[prev.target.id] = " ".join(node.value.value.split())
-    return docs
+#: ``--step`` of the commands that load a run's policy (``load_policy(run, step)``).
+STEP_HELP = "The checkpoint: an iteration, or best (the best-evaluated one); None: the newest."
 
 
-def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def documented(cls: type, **helps: str | None) -> type:
+    """``cls`` with each field's docstring as its help; ``helps`` replace some (a None one
+    hides its field, which keeps the default's value)."""
+    with _no_collection():
+        docs = {p.arg_name: p.description for p in docstring_parser.parse_from_object(cls).params}
+    docs.update(helps)
+    hints = typing.get_type_hints(cls, include_extras=True)
+
+    def option(name: str):
+        if name in docs and docs[name] is None:
+            return Annotated[hints[name], tyro.conf.Suppress]
+        return Annotated[hints[name], tyro.conf.arg(help=" ".join((docs.get(name) or "").split()))]
+
+    fields = [(f.name, option(f.name), dataclasses.field(default=f.default))
+              for f in dataclasses.fields(cls)]  # fmt: skip
+    options = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True)
+    options.__doc__ = cls.__doc__
+    return options
 
 
-def _arg_type(annotation) -> type:
-    """The scalar type of a (possibly optional) field annotation."""
-    if isinstance(annotation, str):
-        annotation = eval(annotation, {"__builtins__": __builtins__})  # noqa: S307 (our own dataclasses)
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        annotation = args[0]
-    return annotation
+def values(options) -> dict:
+    """A dataclass's field values, by name (not recursing, unlike ``dataclasses.asdict``)."""
+    return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
 
 
-def _defaults(cls) -> dict:
-    return {f.name: f.default for f in dataclasses.fields(cls)}
+def parse(cls: type, argv: list[str], **kwargs):
+    """``tyro.cli(cls, args=argv, **kwargs)``, nested options unprefixed (``--num-envs``, not
+    ``--train.num-envs``)."""
+    with _no_collection():
+        return tyro.cli(
+            cls,
+            args=argv,
+            config=(tyro.conf.OmitArgPrefixes, tyro.conf.PositionalMetavarFromFieldName),
+            **kwargs,
+        )
 
 
-def add_dataclass_options(group, cls, skip=(), seen=None, others=()) -> list[str]:
-    """Add one ``--option`` per documented field of ``cls``; returns the field names added.
+def error(message: str) -> int:
+    """Say ``message`` as the one line of a bad input; its exit code, 2."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
-    ``others`` are further ``(label, dataclass)`` pairs sharing some field names (TD3Config
-    next to SACConfig): a shared option shows every default that differs."""
-    docs = field_docs(cls)
-    other_defaults = [(label, _defaults(other)) for label, other in others]
-    added = []
-    for f in dataclasses.fields(cls):
-        if f.name in skip or (seen is not None and f.name in seen):
-            continue
-        typ = _arg_type(f.type)
-        if typ not in (bool, int, float, str):
-            continue
-        default = f"{f.default}"
-        for label, defaults in other_defaults:
-            if f.name in defaults and defaults[f.name] != f.default:
-                default += f"; {label}: {defaults[f.name]}"
-        text = f"{docs.get(f.name, '')} (default: {default})".replace("%", "%%")
-        if typ is bool:  # --use-cdq / --no-use-cdq
-            group.add_argument(
-                flag(f.name),
-                dest=f.name,
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=text,
-            )
-        else:
-            group.add_argument(
-                flag(f.name),
-                dest=f.name,
-                type=typ,
-                default=argparse.SUPPRESS,
-                metavar=typ.__name__.upper(),
-                help=text,
-            )
-        added.append(f.name)
-        if seen is not None:
-            seen.add(f.name)
-    return added
+
+@contextlib.contextmanager
+def _no_collection():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

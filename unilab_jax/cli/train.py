@@ -1,357 +1,252 @@
-"""``python -m unilab_jax.train``: train an algorithm of the registry (FastSAC, FastTD3) on a
-registered task.
+"""``unilab-jax train`` (``python -m unilab_jax.train``): train an algorithm of the registry.
 
-Every option is generated from the documented fields of ``TrainConfig`` and of the chosen
-algorithm's config (``SACConfig`` / ``TD3Config``), so ``--help`` documents them all. Bad
-input (unknown env or algo, sizes that cannot work) fails with a clear message before
-anything is compiled.
-
-Examples::
-
-    python -m unilab_jax.train --env PendulumSwingup --algo sac --num-envs 64 --batch-size 1024
-    XLA_FLAGS=--xla_force_host_platform_device_count=2 python -m unilab_jax.train --num-devices 2
-
-Several processes (``unilab_jax.distributed.processes``): ``unilab-jax launch --nproc 2 --
-<options>`` on one machine; on several, start this command on each with ``--num-processes N
---process-id I --coordinator-address HOST:PORT`` (the same address everywhere, process 0's),
-or under SLURM ``srun`` / Open MPI ``mpirun`` without the three (JAX reads them from the
-scheduler). ``--num-devices`` counts the devices of all processes. Process 0 logs and writes
-the run's files; the others print only errors.
-
-This module is the program: the checks made before JAX starts, the build, the log dir's lock,
-the run and the one line each way it can end (with the command that resumes it). The options
-and the settings they give are ``unilab_jax.cli.train_options``.
+Options: ``RunOptions``, ``TrainConfig`` and ``--algo``'s config. The first stage of the parse
+reads the run's options, ``--env`` and ``--algo`` and checks ``--resume`` and ``--log-dir``
+before JAX is imported; the second parses every option over the task's preset (or ``--config``'s
+settings). ``trainer.train`` owns the run; the exit code says how it ended: 0 done, 2 bad input
+(before anything compiles), 1 a failed save or process, 3 diverged, 130 / 143 SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import datetime as _dt
+import dataclasses
 import json
 import os
 import shlex
 import signal
 import sys
-from pathlib import Path
+import traceback
+from dataclasses import dataclass
+from typing import Literal
 
-from unilab_jax.algos.registry import get_algo
-from unilab_jax.cli.train_options import WANDB_OPTIONS, build_parser, configs_from_args
-from unilab_jax.config import ConfigError, with_host_devices
+from unilab_jax.algos.registry import ALGOS, get_algo
+from unilab_jax.cli.options import documented, error, parse, values
+from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, with_host_devices
+from unilab_jax.distributed import processes
 from unilab_jax.distributed.cluster import detected_cluster
-from unilab_jax.distributed.processes import (
-    broadcast_int,
-    hard_exit,
-    is_multiprocess,
-    is_primary,
-    launch_prefix,
-    local_device_count,
-)
-from unilab_jax.training.presets import family_of
-from unilab_jax.training.resume import checkpoint_folder
-from unilab_jax.training.rundir import claim_log_dir, probe_log_dir, release_all
+from unilab_jax.errors import CheckpointError
+from unilab_jax.training import interrupts
+from unilab_jax.training.presets import PRESET_CHOICES, family_of, get_preset, preset_line
+from unilab_jax.training.resume import ResumeError, checkpoint_folder
+from unilab_jax.training.rundir import probe_log_dir
 
-__all__ = ["main", "build_parser"]
+__all__ = ["LAUNCH_OPTIONS", "RunOptions", "main", "parse_args"]
+
+#: The options ``unilab-jax launch`` sets for each process.
+LAUNCH_OPTIONS = ("--num-processes", "--process-id", "--coordinator-address")
 
 
-def _env_listing() -> list[str]:
-    """Every env name with its preset family, a line for each adapter family whose package is
-    missing, and one for the Playground tasks whose robot files no installed package ships."""
-    from unilab_jax.envs import available_names
-    from unilab_jax.envs.adapters import ADAPTER_PREFIXES
+@dataclass(frozen=True)
+class RunOptions:
+    """The run itself, not what it trains."""
 
-    names = available_names()
-    width = max(map(len, names), default=0) + 2
-    lines = [f"{n:<{width}}preset: {family_of(n) or 'none (bare defaults)'}" for n in names]
-    for prefix in ADAPTER_PREFIXES:
-        if not any(name.startswith(prefix) for name in names):
-            lines.append(
-                f"# {prefix}<name>: not installed; pip install -e '.[adapters]' (Playground, Brax)"
-            )
-    if any(name.startswith("playground/") for name in names):
-        from unilab_jax.envs.adapters.playground import unavailable_playground_names
-
-        missing = sorted(unavailable_playground_names())
-        if missing:
-            lines.append(
-                f"# not available offline (their robot models are not in any installed package; "
-                f"loading one names the files): {', '.join(f'playground/{m}' for m in missing)}"
-            )
-    lines.append(
-        "# presets: python -m unilab_jax.train --env NAME applies NAME's preset at the cpu or "
-        "gpu scale (--preset cpu|gpu|none); options given win"
-    )
-    return lines
-
-
-def _force_host_devices(n: int) -> None:
-    """Ask XLA for ``n`` CPU devices; must run before JAX creates its CPU client."""
-    flags = with_host_devices(os.environ.get("XLA_FLAGS", ""), n)
-    if flags:
-        os.environ["XLA_FLAGS"] = flags
+    logger: Literal[LOGGERS] = "tensorboard"
+    """Metrics backend besides the live console panel."""
+    log_dir: str | None = None
+    """Where logs and checkpoints go; None: logs/<algo>/<env>/<time>_<physics>."""
+    wandb_project: str | None = None
+    """With --logger wandb: the W&B project; None: unilab."""
+    wandb_entity: str | None = None
+    """With --logger wandb: the W&B entity (team or user)."""
+    wandb_group: str | None = None
+    """With --logger wandb: the W&B group, e.g. one per sweep."""
+    wandb_name: str | None = None
+    """With --logger wandb: the W&B run name; None: <algo>_<env>."""
+    config: str | None = None
+    """Rerun a run: its run_config.json's settings, presets aside; options given win."""
+    resume: str | None = None
+    """Go on from the newest checkpoint of this run (log dir or checkpoints/): only the host
+    loop's settings (iterations, intervals, evaluation, seed, ...) may differ from its. To
+    write on into the same run, give it as --log-dir too."""
+    resume_step: int | None = None
+    """With --resume: the checkpoint of this iteration instead of the newest."""
+    preset: Literal[PRESET_CHOICES] = "auto"
+    """Sizes and settings for the task's family (--list-envs): auto: gpu when JAX runs on a GPU
+    or TPU, else cpu; none: the bare defaults. Options given win; default: $UNILAB_JAX_PRESET."""
+    quiet: bool = False
+    """No console output; the summary as JSON."""
+    list_envs: bool = False
+    """Print the registered tasks and their preset families, and exit."""
 
 
-def _first_process(args: argparse.Namespace) -> bool:
-    """Whether this is process 0 (or the only one), known before JAX starts."""
-    process_id = getattr(args, "process_id", None)
-    if process_id is None and not hasattr(args, "num_processes"):
-        cluster = detected_cluster()
-        process_id = cluster.process_id if cluster else 0
-    return not process_id
+@dataclass(frozen=True)
+class _FirstStage:
+    run: RunOptions
+    env: str | None = None
+    algo: str | None = None
+    process_id: int | None = None
 
 
-def _resume_state(trainer, resume: str, step: int | None, current: dict):
-    """The checkpoint ``step`` (default: newest) under ``resume``, restored into this
-    trainer's state layout (``unilab_jax.training.resume``); a failure is one clear line and exit
-    code 2
-    (bad input: other settings than the checkpoint's, a damaged or missing checkpoint)."""
-    from unilab_jax.training.resume import ResumeError, restore_run
+def parse_args(argv: list[str]) -> tuple[RunOptions, TrainConfig, dict, str | None]:
+    """The run's options, config, algorithm settings (the preset's or ``--config``'s, then those
+    given) and the preset's line (or None); bad input: ``ConfigError`` or tyro's exit."""
+    return _second_stage(argv, _first_stage(argv))
 
-    try:
-        return restore_run(trainer, resume, step, current)
-    except ResumeError as err:
-        offer = (
-            f"; resume from the previous one with --resume {resume} --resume-step {err.older}"
-            if err.older is not None
-            else ""
+
+def _first_stage(argv: list[str]) -> _FirstStage:
+    preset = os.environ.get("UNILAB_JAX_PRESET", "auto")
+    if preset not in PRESET_CHOICES:
+        raise ConfigError(
+            f"UNILAB_JAX_PRESET={preset!r}: choose one of {', '.join(PRESET_CHOICES)}"
         )
-        print(f"error: --resume {resume}: {err.reason}{offer}", file=sys.stderr)
-        raise SystemExit(2) from None
+    default = _FirstStage(RunOptions(preset=preset))
+    return parse(_FirstStage, argv, default=default, return_unknown_args=True, add_help=False)[0]
 
 
-def default_log_dir(config, started: _dt.datetime) -> Path:
-    """``logs/<algo>/<env>/<time>_<physics>``: the reference's layout, named by the physics the
-    run collects with (``mjx`` or ``mujoco``)."""
-    name = f"{started:%Y-%m-%d_%H-%M-%S}_{config.physics}"
-    return Path("logs") / get_algo(config.algo).log_name / config.env / name
+def _second_stage(argv: list[str], first: _FirstStage):
+    run, saved_train, saved_algo = first.run, {}, {}
+    if run.config:
+        from unilab_jax.training.run_settings import read_run_config
+
+        saved_train, saved_algo = read_run_config(run.config)
+    env = first.env or saved_train.get("env", TrainConfig.env)
+    algo = first.algo or saved_train.get("algo", TrainConfig.algo)
+    cls = get_algo(algo).config_cls
+    wrong = _given(argv, {f for s in ALGOS.values() for f in _fields(s.config_cls)} - _fields(cls))
+    if wrong:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(wrong))
+        raise ConfigError(f"option(s) {flags} do not apply to --algo {algo}")
+    helping = not {"-h", "--help"}.isdisjoint(argv) and not first.env  # no task, no preset
+    preset = None if run.config or helping else get_preset(env, run.preset)
+    train_base = preset.train_settings(algo) if preset else saved_train
+    algo_base = preset.algo_settings(algo) if preset else {}
+    if not preset and saved_train.get("algo", algo) == algo:  # that algorithm's settings only
+        algo_base = saved_algo
+    names = ", ".join(f"{spec.name} ({spec.display_name})" for spec in ALGOS.values())
+    loop = documented(TrainConfig, algo=f"The algorithm: {names}.", env_overrides=None)
+    run_options, algo_options = documented(RunOptions), documented(cls)
+    options = dataclasses.make_dataclass(
+        "Options", [("run", run_options), ("train", loop), ("algo", algo_options)]
+    )
+    options.__doc__ = (
+        "Train an algorithm with the fused, jitted, data-parallel JAX loop. The defaults shown "
+        "are --env's preset's (else the bare ones) or --config FILE's, and --algo's settings "
+        "(--algo td3 --help: FastTD3's). A task may suggest a C51 support (--v-min/--v-max)."
+    )
+    try:
+        algo_default = algo_options(**algo_base)
+    except TypeError as err:
+        raise ConfigError(f"--config {run.config}: {err}") from None
+    train_default = loop(**{**train_base, "env": env, "algo": algo})
+    default = options(run_options(**values(run)), train_default, algo_default)
+    got = parse(options, argv, default=default, prog="unilab-jax train")
+    given = _given(argv, _fields(cls))
+    algo_settings = {**algo_base, **{name: getattr(got.algo, name) for name in given}}
+    line = preset and preset_line(preset, algo, given | _given(argv, _fields(TrainConfig)))
+    return got.run, TrainConfig(**values(got.train)), algo_settings, line
 
 
-#: The exit code of a run that diverged.
-DIVERGED = 3
+def _fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+def _given(argv: list[str], names: set[str]) -> set[str]:
+    """The ``names`` whose option ``argv`` spells (``--name``, ``--name=V``, ``--no-name``)."""
+    spelled = {arg.split("=", 1)[0][2:].replace("_", "-") for arg in argv if arg[:2] == "--"}
+    return {n for n in names if {(o := n.replace("_", "-")), f"no-{o}"} & spelled}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The CLI: exit code 0 when done, 2 for bad input, 1 for a failed save, 3 when the run
-    diverged (a non-finite env step or learner quantity), 130/143 when stopped by SIGINT or
-    SIGTERM (after such a stop a further signal ends the process at once, with the same
-    status: ``_leave_on_signals``)."""
-    from unilab_jax.training.interrupts import ImmediateStop, signal_name, stop_now
-
-    def terminate(signum, frame):  # until train() installs its own, graceful handler
-        raise stop_now(signum)
-
-    previous = signal.signal(signal.SIGTERM, terminate)
+    """The program's exit code (the module docstring's)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    previous = signal.signal(signal.SIGTERM, _stop_before_training)  # until train() has its own
     try:
         code = _main(argv)
-    except (KeyboardInterrupt, ImmediateStop) as stop:  # before training began: nothing to save
-        signum = getattr(stop, "signum", signal.SIGINT)
-        print(f"\n{signal_name(signum)} before training began; nothing to save", file=sys.stderr)
-        # A compile may still run in a background thread (the step's, the evaluator's): the
-        # interpreter's teardown under it crashes (SIGSEGV / abort), so leave without one.
-        hard_exit(128 + signum)
     except BaseException as err:
-        if not is_multiprocess():
+        if not processes.is_multiprocess():
             raise
-        _fail_alone(err)
+        # A failed process of several exits at once, without jax.distributed's shutdown barrier
+        # (it would wait for peers still busy): the others fail on its closed connections.
+        if not isinstance(err, SystemExit) or not isinstance(err.code, int):
+            traceback.print_exception(err)
+        processes.hard_exit(err.code if isinstance(getattr(err, "code", None), int) else 1)
     finally:
-        if signal.getsignal(signal.SIGTERM) is terminate:  # not after a stop: _leave_on_signals
+        if signal.getsignal(signal.SIGTERM) is _stop_before_training:
             signal.signal(signal.SIGTERM, previous)
-    if is_multiprocess() and code not in (0, 128 + signal.SIGINT, 128 + signal.SIGTERM):
-        hard_exit(code)
+    if processes.is_multiprocess() and code not in (0, 128 + signal.SIGINT, 128 + signal.SIGTERM):
+        processes.hard_exit(code)
     return code
 
 
-def _fail_alone(err: BaseException) -> None:
-    """A process of a multi-process run that fails exits at once, without jax.distributed's
-    shutdown barrier (which would wait for peers still busy): its closed connections make the
-    others fail within moments, and the launcher stops them."""
-    import traceback
-
-    if isinstance(err, SystemExit):
-        if isinstance(err.code, str):
-            print(err.code, file=sys.stderr)
-        hard_exit(err.code if isinstance(err.code, int) else 1)
-    traceback.print_exception(err)
-    hard_exit(1)
+def _stop_before_training(signum, frame):
+    raise interrupts.stop_requested(signum)
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:  # before any heavy import: these fail in a fraction of a second, creating nothing
-        if args.resume:
-            checkpoint_folder(args.resume, "--resume")
-        if args.log_dir and _first_process(args):  # process 0 claims it; the others do not
-            probe_log_dir(args.log_dir)
-    except ConfigError as err:
-        parser.exit(2, f"error: {err}\n")
-    from unilab_jax.envs import UnknownEnvError, registered_names
-    from unilab_jax.envs.adapters import ADAPTER_PREFIXES
-
-    if args.list_envs:
-        print("\n".join(_env_listing()))
-        return 0
+def _main(argv: list[str]) -> int:
     try:
-        config, algo_overrides, preset = configs_from_args(args)
-        if config.env not in registered_names() and not config.env.startswith(ADAPTER_PREFIXES):
-            raise ConfigError(
-                f"unknown env {config.env!r}; registered tasks: {', '.join(registered_names())}"
-                f"; adapters: {', '.join(ADAPTER_PREFIXES)}<name> (--list-envs)"
-            )
-        # Before JAX creates its CPU client; in a multi-process run, this process's share.
-        # C MuJoCo's overlapped collection runs its JAX code on a CPU device of its own.
+        first = _first_stage(argv)
+        if first.run.resume:  # before JAX is imported: a fraction of a second, nothing made
+            checkpoint_folder(first.run.resume, "--resume")
+        process_zero = not (first.process_id or getattr(detected_cluster(), "process_id", 0))
+        if first.run.log_dir and process_zero:  # process 0 claims it, the others do not
+            probe_log_dir(first.run.log_dir)
+        if first.run.list_envs:  # playground/* and brax/* with the [adapters] extra
+            from unilab_jax.envs import available_names
+
+            print("\n".join(f"{n}  preset: {family_of(n) or 'none'}" for n in available_names()))
+            return 0
+        run, config, algo, line = _second_stage(argv, first)
+        # Before JAX creates its CPU client: this process's devices, and with C MuJoCo's
+        # overlapped collection one more for its own JAX code.
         overlap = config.physics == "mujoco" and config.collection == "overlap"
-        _force_host_devices(local_device_count(config) + int(overlap))
+        count = processes.local_device_count(config) + overlap
+        os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), count)
+        if line and not run.quiet and process_zero:
+            print(line, flush=True)
+        from unilab_jax.training.trainer import train
 
-        from unilab_jax.training.trainer import Trainer, run_config
-
-        if preset and not args.quiet and _first_process(args):
-            print(preset, flush=True)
-        # Validates the configuration (once), loads the env and builds the agent; nothing
-        # is compiled yet.
-        trainer = Trainer(config, algo_overrides)
-    except (ConfigError, UnknownEnvError) as err:
-        parser.exit(2, f"error: {err}\n")
-    # The processes of one run share one log dir: process 0's clock names it.
-    started = _dt.datetime.fromtimestamp(broadcast_int(int(_dt.datetime.now().timestamp())))
-    log_dir = Path(args.log_dir or default_log_dir(config, started))
-    current = run_config(config, trainer.algo_config)
-    initial_state = (
-        _resume_state(trainer, args.resume, args.resume_step, current) if args.resume else None
-    )
-    if not is_primary():  # process 0 owns the log dir; the others only write checkpoints
-        return _run(parser, args, config, trainer, log_dir, initial_state, argv)
-    try:
-        lock = claim_log_dir(log_dir)  # held until the summary is written
-    except ConfigError as err:
-        parser.exit(2, f"error: {err}\n")
-    if lock.took_over:
-        print(
-            f"note: {log_dir} was locked by a run that is gone (pid {lock.took_over.get('pid')}); "
-            "this run takes it over",
-            file=sys.stderr,
-        )
-    with lock:
-        return _run(parser, args, config, trainer, log_dir, initial_state, argv)
-
-
-def _run(parser, args, config, trainer, log_dir: Path, initial_state, argv) -> int:
-    """Train and report; a signal, a full disk or a busy log dir end in one clear line."""
-    from unilab_jax.distributed.processes import ProcessLostError
-    from unilab_jax.training.checkpoint import CheckpointSaveError
-    from unilab_jax.training.interrupts import ImmediateStop, RunStopped, signal_name
-    from unilab_jax.training.trainer import train
-
-    try:
-        result = train(
-            config,
-            trainer=trainer,
-            log_dir=log_dir,
-            logger=args.logger,
-            quiet=args.quiet,
-            initial_state=initial_state,
-            wandb={k.removeprefix("wandb_"): getattr(args, k) for k in WANDB_OPTIONS},
-        )
-    except RunStopped as stop:
-        # train() saved the block just finished and restored the terminal.
-        _write_summary(log_dir, stop.summary)
-        print(
-            f"\n{stop}. Resume with: {_resume_command(argv, log_dir)}",
-            file=sys.stderr,
-        )
-        _leave_on_signals(stop.exit_code)
-        return stop.exit_code
-    except ImmediateStop as stop:
-        print(
-            f"\nsecond {signal_name(stop.signum)}: stopped at once; the checkpoints so far are "
-            f"in {log_dir / 'checkpoints'}",
-            file=sys.stderr,
-        )
-        release_all()  # the lock file, which os._exit would leave naming this process
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(stop.exit_code)  # do not wait for the device call still running
-    except CheckpointSaveError as err:
-        print(
-            f"\nerror: {err}. Training stopped (continuing would run unprotected); free space "
-            f"or fix the file system, then resume with: {_resume_command(argv, log_dir)}",
-            file=sys.stderr,
-        )
-        return 1
-    except ProcessLostError as err:
-        print(f"\nerror: {err}. Checkpoints so far: {log_dir / 'checkpoints'}", file=sys.stderr)
+        wandb = {k.removeprefix("wandb_"): v for k, v in values(run).items() if k[:6] == "wandb_"}
+        result = train(config, algo, log_dir=run.log_dir or True, logger=run.logger, wandb=wandb,
+                       quiet=run.quiet, resume=run.resume, resume_step=run.resume_step)  # fmt: skip
+    except ResumeError as err:
+        offer = f" --resume-step {err.older}" if err.older is not None else ""
+        offer = offer and f"; resume from the previous one with --resume {run.resume}{offer}"
+        return error(f"--resume {run.resume}: {err.reason}{offer}")
+    except ValueError as err:  # a ConfigError, or the env registry's UnknownEnvError
+        unknown_env = getattr(sys.modules.get("unilab_jax.envs"), "UnknownEnvError", ConfigError)
+        if not isinstance(err, ConfigError | unknown_env):
+            raise
+        return error(str(err))
+    except interrupts.RunStopped as stop:  # train() saved the block and wrote the summary
+        print(f"\n{stop}. Resume with: {_resume_command(argv, stop.log_dir)}", file=sys.stderr)
+        code = stop.exit_code
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a further one ends the teardown at once
+            signal.signal(signum, lambda signum, frame: processes.hard_exit(code))
+        return code
+    except interrupts.ImmediateStop as stop:  # a second signal: do not wait for the device
+        print(f"\n{stop}; the checkpoints so far are in {stop.log_dir / 'checkpoints'}",
+              file=sys.stderr)  # fmt: skip
+        processes.hard_exit(stop.exit_code)
+    except (interrupts.StopRequested, KeyboardInterrupt) as stop:  # before training began
+        signum = getattr(stop, "signum", signal.SIGINT)
+        print(f"\n{interrupts.signal_name(signum)} before training began; nothing to save",
+              file=sys.stderr)  # fmt: skip
+        # A compile may still run in a background thread (the step's, the evaluator's): the
+        # interpreter's teardown under it crashes (SIGSEGV / abort), so leave without one.
+        processes.hard_exit(128 + signum)
+    except (CheckpointError, processes.ProcessLostError) as err:  # a failed save or process
+        fix = "free space or fix the file system, then " if isinstance(err, CheckpointError) else ""
+        print(f"\nerror: {err}. Training stopped; {fix}resume with: "
+              f"{_resume_command(argv, err.log_dir)}", file=sys.stderr)  # fmt: skip
         return 1
     except FloatingPointError as err:  # EnvNaNError, LearnerDivergedError, C MuJoCo's
-        _write_summary(log_dir, {"status": "diverged", "error": str(err)})
-        print(
-            f"\nerror: {err}.\nThe checkpoints so far (all finite) are in "
-            f"{log_dir / 'checkpoints'}",
-            file=sys.stderr,
-        )
-        return DIVERGED
-    summary = _write_summary(log_dir, result.summary)
-    if args.quiet and is_primary():
-        print(json.dumps(summary))
+        print(f"\nerror: {err}.\nThe checkpoints so far (all finite) are in "
+              f"{err.log_dir / 'checkpoints'}", file=sys.stderr)  # fmt: skip
+        return 3
+    if run.quiet and processes.is_primary():
+        print(json.dumps(result.summary))
     return 0
 
 
-def _leave_on_signals(code: int) -> None:
-    """After a run a signal stopped (saved, summary written, resume line printed), what is
-    left is releasing the lock and the interpreter's teardown (JAX, orbax's threads), which
-    can take a while. A further SIGINT/SIGTERM then ends the process at once with the stop's
-    status, the lock released, instead of a traceback or the default action (a kill, -15)."""
-
-    def leave(signum, frame):
-        release_all()
-        hard_exit(code)
-
-    signal.signal(signal.SIGINT, leave)
-    signal.signal(signal.SIGTERM, leave)
-
-
-def _write_summary(log_dir: Path, summary: dict) -> dict:
-    summary = dict(summary, log_dir=str(log_dir))
-    if not is_primary():
-        return summary
-    with contextlib.suppress(OSError):  # a full disk already said so
-        (log_dir / "run_summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
-
-
-def _resume_command(argv: list[str] | None, log_dir: Path) -> str:
+def _resume_command(argv: list[str], log_dir) -> str:
     """This run's command line, continuing from ``log_dir`` into ``log_dir``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    kept, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
+    prefix = processes.launch_prefix()  # started by unilab-jax launch: resume through it
+    drop = {"--resume", "--log-dir", "--resume-step", *(LAUNCH_OPTIONS if prefix else ())}
+    kept, value = [], False
+    for arg in argv:  # less the options ``drop`` and their values
         name = arg.split("=", 1)[0]
-        if name in ("--resume", "--log-dir", "--resume-step"):
-            skip = "=" not in arg
-            continue
-        kept.append(arg)
-    tail = ["--resume", str(log_dir), "--log-dir", str(log_dir)]
-    prefix = launch_prefix()
-    if prefix:  # started by unilab-jax launch: resume through it (it adds the process options)
-        return f"{prefix} {shlex.join(_without_launch_options(kept) + tail)}"
-    return shlex.join(["python", "-m", "unilab_jax.train", *kept, *tail])
-
-
-def _without_launch_options(args: list[str]) -> list[str]:
-    """``args`` less the per-process options the launcher adds."""
-    added = ("--num-processes", "--process-id", "--coordinator-address")
-    kept, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg.split("=", 1)[0] in added:
-            skip = "=" not in arg
-            continue
-        kept.append(arg)
-    return kept
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        if not value and name not in drop:
+            kept.append(arg)
+        value = not value and name in drop and "=" not in arg
+    command = shlex.join([*kept, "--resume", str(log_dir), "--log-dir", str(log_dir)])
+    return f"{prefix or 'python -m unilab_jax.train'} {command}"

@@ -6,11 +6,15 @@ the buffer fill, reward components, C MuJoCo's policy lag and collection time) i
 the sinks read (``unilab_jax.training.sinks`` lists its fields); ``check_finite`` stops a run at the
 first env that produced a non-finite step and ``check_learner_finite`` at the first iteration
 whose learner losses or parameters are not finite; ``run_info`` is what the sinks are told at
-the start (``RunInfo``); ``run_summary`` is the reference's ``last_run_summary`` plus ours.
+the start (``RunInfo``); ``run_summary`` is the reference's ``last_run_summary`` plus ours, which
+``write_run_summary`` writes into the run's log dir when it completes, stops on a signal or
+diverges.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,13 @@ from unilab_jax.config import TrainConfig
 from unilab_jax.errors import EnvNaNError, LearnerDivergedError
 from unilab_jax.training.sinks import RunInfo
 
-__all__ = ["block_record", "check_finite", "check_learner_finite", "run_info", "run_summary"]
+__all__ = [
+    "RUN_SUMMARY_FILE", "block_record", "check_finite", "check_learner_finite", "run_info",
+    "run_summary", "write_run_summary",
+]  # fmt: skip
+
+#: The file in a run's log dir that ``train`` writes its summary into when the run ends.
+RUN_SUMMARY_FILE = "run_summary.json"
 
 
 def run_info(
@@ -83,6 +93,14 @@ def run_summary(
         "compile_time_sec": compile_time,
         "training_wall_time_sec": wall - eval_time,
     }
+
+
+def write_run_summary(log_dir: Path, summary: dict) -> None:
+    """``summary`` and ``log_dir`` as ``log_dir/run_summary.json`` (not at all when the disk
+    is full: the run's own error already says so)."""
+    with contextlib.suppress(OSError):
+        text = json.dumps({**summary, "log_dir": str(log_dir)}, indent=2)
+        (log_dir / RUN_SUMMARY_FILE).write_text(text)
 
 
 def _mean_or_none(total: float, count: float) -> float | None:

@@ -14,9 +14,9 @@ schedule, launch) may change freely. A damaged checkpoint (a file whose
 size or CRC-32 is not the recorded one) is named, with the newest intact one before it
 (``ResumeError.older``).
 
-``checkpoint_folder`` checks the path in a fraction of a second, before JAX starts (this
-module imports neither JAX nor orbax until it restores), so a mistyped ``--resume`` fails at
-once and creates nothing.
+``resume_source`` (``train``'s first step) and ``checkpoint_folder`` check the path in a fraction
+of a second, before JAX starts (this module imports neither JAX nor orbax until it restores),
+so a mistyped ``--resume`` fails at once and creates nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from unilab_jax.distributed.processes import LAUNCH_FIELDS
 from unilab_jax.errors import CheckpointError, ConfigError
 
-__all__ = ["FREE_ON_RESUME", "ResumeError", "checkpoint_folder", "restore_run"]
+__all__ = ["FREE_ON_RESUME", "ResumeError", "checkpoint_folder", "restore_run", "resume_source"]
 
 #: Settings that only steer the host loop: a resumed run may change them freely.
 FREE_ON_RESUME = frozenset({
@@ -64,6 +64,23 @@ def checkpoint_folder(path: str | Path, option: str = "resume") -> Path:
     if not any(p.name.isdigit() for p in directory.iterdir()):
         raise ConfigError(f"{option} {path}: no checkpoint in {directory}")
     return directory
+
+
+def resume_source(resume, resume_step, log_dir, initial_state) -> str | Path | None:
+    """The run ``train(resume=...)`` continues (``True``: ``log_dir``), its checkpoint folder
+    checked at once, before anything is built; None for a fresh run."""
+    if resume is True:
+        if log_dir is None or isinstance(log_dir, bool):
+            raise ConfigError("resume=True continues the run in log_dir; pass log_dir (a path)")
+        resume = log_dir
+    if resume is None or resume is False:
+        if resume_step is not None:
+            raise ConfigError(f"resume_step {resume_step} given without resume")
+        return None
+    if initial_state is not None:
+        raise ConfigError("pass resume or initial_state, not both")
+    checkpoint_folder(resume)
+    return resume
 
 
 def restore_run(trainer: Any, path: str | Path, step: int | None, settings: dict) -> Any:

@@ -2,9 +2,9 @@
 
 ``resolve_algo_config`` is the algorithm's config for a task (defaults, the caller's overrides,
 the value support the task's reward bounds imply); ``run_config`` is both configs as JSON
-values, what ``run_config.json`` (``write_run_config``) and every checkpoint's ``meta.json``
-record and what a resume is compared against. ``check_same_build`` says whether a reused
-``Trainer`` fits a config; ``resume_source`` is the run ``train(resume=...)`` continues.
+values, what ``run_config.json`` (``write_run_config``; ``read_run_config`` reads one back for a
+rerun) and every checkpoint's ``meta.json`` record and what a resume is compared against. ``check_same_build`` says whether a reused
+``Trainer`` fits a config.
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from unilab_jax.algos.c51 import value_support
+from unilab_jax.algos.hyperparams import settings_from_json
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.config import ConfigError, TrainConfig
+from unilab_jax.distributed.processes import LAUNCH_FIELDS
 from unilab_jax.envs import Env
-from unilab_jax.training.resume import checkpoint_folder
 
 __all__ = [
     "RUN_CONFIG_FILE",
     "check_same_build",
+    "read_run_config",
     "resolve_algo_config",
-    "resume_source",
     "run_config",
     "write_run_config",
 ]
@@ -72,6 +73,24 @@ def write_run_config(log_dir: Path, settings: dict) -> None:
     (log_dir / RUN_CONFIG_FILE).write_text(json.dumps(settings, indent=2))
 
 
+def read_run_config(path: str | Path) -> tuple[dict, dict]:
+    """The ``(train, algo)`` settings a ``run_config.json`` records, less how that run was
+    started (``LAUNCH_FIELDS``); ``ConfigError`` for a file that is not one."""
+    try:
+        saved = json.loads(Path(path).read_text())
+        train, algo = dict(saved["train"]), dict(saved.get("algo") or {})
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(
+            f"--config {path}: not a readable run_config.json ({type(err).__name__}: {err})"
+        ) from None
+    for name in LAUNCH_FIELDS:
+        train.pop(name, None)
+    unknown = sorted(set(train) - {f.name for f in dataclasses.fields(TrainConfig)})
+    if unknown:
+        raise ConfigError(f"--config {path}: unknown setting(s) {', '.join(unknown)}")
+    return train, settings_from_json(algo)
+
+
 # Fields the host loop reads per run; everything else shapes the compiled step.
 _HOST_FIELDS = ("max_iterations", "save_interval", "log_interval", "eval_envs", "eval_interval")
 
@@ -88,20 +107,3 @@ def check_same_build(config: TrainConfig, built: TrainConfig) -> None:
             "the trainer was built for a different configuration; only "
             f"{', '.join(_HOST_FIELDS)} may differ (build a new Trainer otherwise)"
         )
-
-
-def resume_source(resume, resume_step, log_dir, initial_state) -> str | Path | None:
-    """The run ``train(resume=...)`` continues (``True``: ``log_dir``), its checkpoint
-    folder checked at once, before anything is built; None for a fresh run."""
-    if resume is True:
-        if log_dir is None:
-            raise ConfigError("resume=True continues the run in log_dir, but no log_dir is given")
-        resume = log_dir
-    if resume is None or resume is False:
-        if resume_step is not None:
-            raise ConfigError(f"resume_step {resume_step} given without resume")
-        return None
-    if initial_state is not None:
-        raise ConfigError("pass resume or initial_state, not both")
-    checkpoint_folder(resume)
-    return resume

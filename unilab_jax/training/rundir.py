@@ -6,9 +6,10 @@ drops it when the owning process dies, however it dies: a lock file left by a de
 taken over at once (its old contents are only used to name the previous owner), while a live
 owner turns the second run into a ``LogDirError`` naming that owner's pid and start time.
 
-Claims nest within one process: the CLI claims its log dir first thing (a busy or unwritable
-directory fails in a fraction of a second), and ``train`` claiming the same directory again
-shares that lock; the directory is free once every claim is released.
+``train`` claims its run's log dir; the CLI only ``probe_log_dir``s it first thing, so a busy or
+unwritable directory fails in a fraction of a second, before JAX starts. Claims nest within one
+process (a second claim of the same directory shares the lock); the directory is free once
+every claim is released.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from unilab_jax.errors import ConfigError
 
 __all__ = [
-    "LOCK_FILE", "LogDirError", "RunDirLock", "claim_log_dir", "probe_log_dir", "release_all",
+    "LOCK_FILE", "LogDirError", "RunDirLock", "claim_log_dir", "probe_log_dir",
 ]  # fmt: skip
 
 LOCK_FILE = ".run.lock"
@@ -76,16 +77,6 @@ class RunDirLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-def release_all() -> None:
-    """Give up every log dir this process holds, at once: before ``os._exit`` (a second
-    signal's stop), which skips the ``with`` blocks that would, so that the next run finds
-    the directory free rather than "locked by a run that is gone"."""
-    for held in list(_HELD.values()):
-        with contextlib.suppress(OSError):
-            held.give_up()
-    _HELD.clear()
 
 
 def claim_log_dir(path: str | Path) -> RunDirLock:

@@ -17,6 +17,8 @@ touches the device once per ``log_interval`` iterations and hands each block's r
 
 from __future__ import annotations
 
+import datetime
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +44,7 @@ from unilab_jax.collection.step import (
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.distributed import processes
 from unilab_jax.envs import cpu_linalg, load
-from unilab_jax.errors import EnvNaNError
+from unilab_jax.errors import CheckpointError, EnvNaNError
 from unilab_jax.training.checkpoint import CheckpointWriter
 from unilab_jax.training.compiling import (
     DEFAULT_COMPILATION_CACHE,
@@ -55,14 +57,13 @@ from unilab_jax.training.host_loop import (
     run_blocks,
     stop_on_signal,
 )
-from unilab_jax.training.interrupts import StopSignals
-from unilab_jax.training.records import run_info, run_summary
-from unilab_jax.training.resume import restore_run
+from unilab_jax.training.interrupts import RunSignal, RunStopped, StopSignals
+from unilab_jax.training.records import run_info, run_summary, write_run_summary
+from unilab_jax.training.resume import restore_run, resume_source
 from unilab_jax.training.run_settings import (
     RUN_CONFIG_FILE,
     check_same_build,
     resolve_algo_config,
-    resume_source,
     run_config,
     write_run_config,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "EnvNaNError",
     "Trainer",
     "TrainResult",
+    "default_log_dir",
     "resolve_algo_config",
     "run_config",
     "train",
@@ -260,11 +262,18 @@ class Trainer:
         return float(mean), float(np.mean(lengths))
 
 
+def default_log_dir(config: TrainConfig, started: datetime.datetime) -> Path:
+    """``logs/<algo>/<env>/<time>_<physics>``: the reference's layout, named by the physics the
+    run collects with (``mjx`` or ``mujoco``), under the working directory."""
+    name = f"{started:%Y-%m-%d_%H-%M-%S}_{config.physics}"
+    return Path("logs") / get_algo(config.algo).log_name / config.env / name
+
+
 def train(
     config: TrainConfig,
     algo_config: Any = None,
     *,
-    log_dir: str | Path | None = None,
+    log_dir: str | Path | bool | None = None,
     logger: str = "tensorboard",
     quiet: bool = False,
     trainer: Trainer | None = None,
@@ -287,22 +296,25 @@ def train(
     ``wandb``: ``wandb.init`` options for ``logger="wandb"`` (``project``, ``entity``,
     ``group``, ``name``, ...); TensorBoard files are written alongside.
 
-    ``log_dir`` receives ``run_config.json`` (at the start), TensorBoard/wandb files and
-    orbax checkpoints (``checkpoints/``); without one, nothing is written. One run at a time
-    owns a log dir (``unilab_jax.training.rundir``): a second one fails at once with
-    ``LogDirError``.
+    ``log_dir``: the run's folder; None writes nothing; ``True`` makes a new one,
+    ``default_log_dir`` (in a multi-process run process 0's clock names it). The run owns it:
+    one run at a time (``unilab_jax.training.rundir``: a second one fails at once with
+    ``LogDirError``), ``run_config.json`` at the start, TensorBoard/wandb files, orbax
+    checkpoints (``checkpoints/``) and ``run_summary.json`` (the summary and ``log_dir``) at
+    the end, also when a signal stopped the run (status ``"interrupted (SIGTERM)"``) or it
+    diverged (``"diverged"``). An exception that ends a run with a log dir (a signal's stop,
+    a divergence, a failed save, a lost process) carries it as its ``log_dir`` attribute.
     SIGINT/SIGTERM stop the run after its current block with a final checkpoint and raise
-    ``TrainingInterrupted`` / ``TrainingTerminated`` (``unilab_jax.training.interrupts``). ``quiet``
-    silences the console (tests). ``trainer`` reuses already compiled functions;
+    ``TrainingInterrupted`` / ``TrainingTerminated`` (``unilab_jax.training.interrupts``).
+    ``quiet`` silences the console (tests). ``trainer`` reuses already compiled functions;
     ``initial_state`` continues from a given state.
 
-    ``resume``: continue the run whose log dir (or ``checkpoints/`` folder) it names, from
-    its newest checkpoint or ``resume_step``, exactly (``unilab_jax.training.resume``); ``True``
-    names
-    ``log_dir`` itself, where the run goes on writing. The settings must build the same
-    state (``ResumeError`` names each difference); ``max_iterations`` counts from the start
-    of the run. A fresh run (no ``initial_state``) compiles
-    its first block's step in a background thread while init compiles and runs
+    ``resume``: continue the run whose log dir (or ``checkpoints/`` folder) it names, from its
+    newest checkpoint or ``resume_step``, exactly (``unilab_jax.training.resume``); ``True``
+    names ``log_dir`` itself, where the run goes on writing. The settings must build the same
+    state (``ResumeError`` names each difference, before anything compiles);
+    ``max_iterations`` counts from the start of the run. A fresh run (no ``initial_state``)
+    compiles its first block's step in a background thread while init compiles and runs
     (``Trainer.precompile_step``), and the evaluator beside what is left of it.
 
     ``checkpointer`` replaces the orbax writer (with or without ``log_dir``): its
@@ -318,14 +330,36 @@ def train(
         trainer = Trainer(config, algo_config)
     else:
         check_same_build(config, trainer.config)
-    if resume is not None:
+    if resume is not None:  # before the log dir exists: a run that cannot go on makes none
         settings = run_config(config, trainer.algo_config)
         initial_state = restore_run(trainer, resume, resume_step, settings)
-    # One run per log dir; in a multi-process run process 0 owns it and writes its files.
-    lock = claim_log_dir(log_dir) if log_dir is not None and processes.is_primary() else None
+    if log_dir is True:  # after Trainer: the processes of a run share process 0's clock
+        started = processes.broadcast_int(int(time.time()))
+        log_dir = default_log_dir(config, datetime.datetime.fromtimestamp(started))
+    log_dir = Path(log_dir) if log_dir not in (None, False) else None
+    writes = log_dir is not None and processes.is_primary()  # process 0 owns the log dir
+    lock = claim_log_dir(log_dir) if writes else None
     try:
-        return _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
-                      on_block, sinks, wandb)  # fmt: skip
+        if lock is not None and lock.took_over and not quiet:
+            owner = lock.took_over.get("pid")
+            note = f"was locked by a run that is gone (pid {owner}); this run takes it over"
+            print(f"note: {log_dir} {note}", file=sys.stderr)
+        result = _train(config, trainer, log_dir, logger, quiet, initial_state, checkpointer,
+                        on_block, sinks, wandb)  # fmt: skip
+    except (RunSignal, FloatingPointError, CheckpointError, processes.ProcessLostError) as err:
+        err.log_dir = log_dir
+        if isinstance(err, RunStopped):
+            err.summary["log_dir"] = str(log_dir) if log_dir is not None else None
+            if writes:
+                write_run_summary(log_dir, err.summary)
+        elif isinstance(err, FloatingPointError) and writes:  # EnvNaNError, LearnerDivergedError
+            write_run_summary(log_dir, {"status": "diverged", "error": str(err)})
+        raise
+    else:
+        result.summary["log_dir"] = str(log_dir) if log_dir is not None else None
+        if writes:
+            write_run_summary(log_dir, result.summary)
+        return result
     finally:
         if lock is not None:
             lock.release()
@@ -334,7 +368,6 @@ def train(
 def _train(
     config, trainer, log_dir, logger, quiet, initial_state, checkpointer, on_block, sinks, wandb
 ):
-    log_dir = Path(log_dir) if log_dir is not None else None
     sinks = console_sinks(logger, quiet, wandb) if sinks is None else list(sinks)
     if on_block is not None:
         sinks.append(CallbackSink(on_block))
