@@ -1,11 +1,11 @@
-"""The core's torch side (needs ``torch``; nothing else in the core imports it).
+"""The core's torch side: plain ``nn.Module`` classes, whose modules import ``torch``. Nothing
+else in the core imports them, or torch, when it is imported: the algorithm registry names each
+actor as ``"module:class"`` (``AlgoSpec.torch_actor_class`` imports it where torch is needed).
 
 - ``actors`` (``SACActor``, ``TD3Actor``) and ``flash_actor`` (``FlashSACActor``): one torch
   actor per algorithm, the layer layout the JAX actors have; each builds itself from its
   algorithm's config (``from_config``), names its deterministic action (``deterministic``) and
   lists its weights' JAX leaves (``jax_rows``).
-- ``lazy``: how those classes are defined on first use (their methods in plain mixins; torch is
-  imported when a class is first looked up, never when a module is imported).
 - ``weights``: the exact tables between torch tensors and JAX leaves (``Row``) and the copies
   both ways, bit for bit in float32.
 

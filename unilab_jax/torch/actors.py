@@ -13,12 +13,9 @@ variance per env, redrawn on episode start), as the JAX core does. Each actor bu
 from its algorithm's config (``from_config``, ``settings``), gives its deterministic action
 (``deterministic``) and lists its weights' JAX leaves (``jax_rows``, ``unilab_jax.torch.weights``).
 The facade's learners (``unilab.algos.torch.fast_sac`` / ``fast_td3``) train these classes and
-re-export them under their reference names; ``unilab_jax.policy.export`` exports them.
-The classes are defined on first use (``unilab_jax.torch.lazy``: ``torch`` is imported then, not
-when this module is): ``from unilab_jax.torch.actors import SACActor`` imports torch; importing
-the module does not. Their methods live in the plain mixins ``_ActorMethods``,
-``_SACActorMethods`` and ``_TD3ActorMethods``; the functions ``hidden_layers`` and
-``sample_tanh_gaussian`` load torch when called.
+re-export them under their reference names; ``unilab_jax.policy.export`` exports them. This
+module imports torch; the core imports it only where torch is needed (the algorithm registry
+names each actor as ``"module:class"``).
 """
 
 from __future__ import annotations
@@ -26,15 +23,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+from torch import nn
+
 from unilab_jax.algos.hyperparams import SACConfig, TD3Config
-from unilab_jax.torch.lazy import define_on_first_use, no_grad
 from unilab_jax.torch.weights import JaxPath, linear_rows, trunk_rows
 
 __all__ = [
     "TD3_LOG_STD_MAX",
     "TD3_LOG_STD_MIN",
-    "SACActor",  # noqa: F822 (built by __getattr__)
-    "TD3Actor",  # noqa: F822 (built by __getattr__)
+    "SACActor",
+    "TD3Actor",
     "hidden_layers",
     "sample_tanh_gaussian",
 ]
@@ -47,9 +46,6 @@ TD3_LOG_STD_MIN = -1.6
 TD3_LOG_STD_MAX = -0.22
 # Reference actor buffers that older checkpoints carry; they are state, not weights, here.
 _LEGACY_ACTOR_KEYS = ("noise_scales", "log_std_min", "log_std_max", "std_min", "std_max")
-# Bound to torch when a class below is first used (unilab_jax.torch.lazy).
-torch: Any = None
-nn: Any = None
 
 
 def hidden_layers(
@@ -65,8 +61,6 @@ def hidden_layers(
     `norm_slot` keeps a position for the norm even without LayerNorm (FastSAC's layout);
     without it the norm is left out entirely (FastTD3's layout).
     """
-    from torch import nn
-
     layers: list[nn.Module] = []
     for width in (hidden_dim, hidden_dim // 2, hidden_dim // 4):
         layers.append(nn.Linear(in_dim, width, device=device))
@@ -94,8 +88,6 @@ def sample_tanh_gaussian(
     is written from `noise` (not from `u - mean`), as the JAX core does, and `log(scale + 1e-6)`
     is taken in float64 so that it rounds like the JAX Python constant.
     """
-    import torch
-
     u = mean + torch.exp(log_std) * noise
     y = torch.tanh(u)
     gaussian = -0.5 * (torch.square(noise) + 2.0 * log_std + _LOG_2PI)
@@ -104,7 +96,7 @@ def sample_tanh_gaussian(
     return y * action_scale + action_bias, torch.sum(log_prob, dim=-1)
 
 
-class _ActorMethods:
+class _Actor(nn.Module):
     """What both actors share: building from a config and the correlated noise's update
     (``noise_correlation`` and ``noise`` are each actor's attributes; no class annotations:
     TorchScript would read them)."""
@@ -131,7 +123,7 @@ class _ActorMethods:
         return carried
 
 
-class _SACActorMethods(_ActorMethods):
+class SACActor(_Actor):
     """Tanh-Gaussian policy: `(Linear -> LayerNorm|Identity -> SiLU) x 3`, zero-init heads."""
 
     def __init__(
@@ -194,7 +186,7 @@ class _SACActorMethods(_ActorMethods):
         )
         return actions, log_probs, log_std
 
-    @no_grad
+    @torch.no_grad()
     def explore(
         self,
         obs: torch.Tensor,
@@ -243,7 +235,7 @@ class _SACActorMethods(_ActorMethods):
         return rows + linear_rows(f"{prefix}.fc_logstd", (*root, "log_std"))
 
 
-class _TD3ActorMethods(_ActorMethods):
+class TD3Actor(_Actor):
     """Deterministic policy `(Linear -> ReLU) x 3 -> Linear -> tanh`, per-env exploration."""
 
     def __init__(
@@ -286,7 +278,7 @@ class _TD3ActorMethods(_ActorMethods):
         """The deterministic action `tanh(mu(obs))`: `[B, A]` in [-1, 1]."""
         return self.fc_mu(self.net(obs))
 
-    @no_grad
+    @torch.no_grad()
     def explore(
         self,
         obs: torch.Tensor,
@@ -345,8 +337,3 @@ def _drop_legacy_actor_keys(
     del module, args
     for key in _LEGACY_ACTOR_KEYS:
         state_dict.pop(prefix + key, None)
-
-
-__getattr__ = define_on_first_use(
-    __name__, {"SACActor": (_SACActorMethods, "Module"), "TD3Actor": (_TD3ActorMethods, "Module")}
-)

@@ -8,28 +8,23 @@ the running ones updated, as torch's rule: ``(1 - m) * running + m * batch``, un
 variance) instead of the module's mode, so inference never depends on ``.train()``/``.eval()``.
 Exploration holds each env's standard normal draw for a Zeta-distributed number of steps, as
 the JAX core does, and draws uniform random actions until the learner's first actor step (the
-``updates`` buffer, published with the weights). The classes are defined on first use
-(``unilab_jax.torch.lazy``: ``torch`` is imported then, not when this module is): ``from
-unilab_jax.torch.flash_actor import FlashSACActor`` imports torch; each class's methods are
-the plain mixin ``_<Name>Methods``, and the methods that build a layer of this module name it
-as the global the first use binds (the ``noqa: F821`` lines).
+``updates`` buffer, published with the weights). This module imports torch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+from torch import nn
+
 from unilab_jax.algos.hyperparams import FlashSACConfig
-from unilab_jax.torch.lazy import define_on_first_use, no_grad
 from unilab_jax.torch.weights import JaxPath, Row
 
-__all__ = ["FlashSACActor", "flash_trunk_rows"]  # noqa: F822 (FlashSACActor: __getattr__)
+__all__ = ["FlagBatchNorm", "FlashBlock", "FlashSACActor", "FlashTrunk", "flash_trunk_rows"]
 
 _FLASH = FlashSACConfig()
-# Bound to torch when a class below is first used (unilab_jax.torch.lazy).
-torch: Any = None
-nn: Any = None
-F: Any = None
 
 
 def flash_trunk_rows(
@@ -61,7 +56,7 @@ def flash_trunk_rows(
     return rows + [Row(f"{torch_prefix}.rms.weight", (*params, "rms", "scale", member), "copy")]
 
 
-class _FlagBatchNormMethods:
+class FlagBatchNorm(nn.BatchNorm1d):
     """``BatchNorm1d`` (eps 1e-5) that takes the mode as an argument: ``train`` normalises with
     the batch and updates the running statistics, else the running statistics are used."""
 
@@ -76,31 +71,31 @@ class _FlagBatchNormMethods:
         )  # fmt: skip
 
 
-class _FlashBlockMethods:
+class FlashBlock(nn.Module):
     """One inverted-residual block: `x + ReLU(BN(down(ReLU(BN(up(x))))))`."""
 
     def __init__(self, width: int, momentum: float, device: Any = None) -> None:
         super().__init__()
         self.up = nn.Linear(width, 4 * width, bias=False, device=device)
-        self.bn_up = FlagBatchNorm(4 * width, momentum, device)  # noqa: F821 (built on first use)
+        self.bn_up = FlagBatchNorm(4 * width, momentum, device)
         self.down = nn.Linear(4 * width, width, bias=False, device=device)
-        self.bn_down = FlagBatchNorm(width, momentum, device)  # noqa: F821 (built on first use)
+        self.bn_down = FlagBatchNorm(width, momentum, device)
 
     def forward(self, x: torch.Tensor, train: bool = False) -> torch.Tensor:
         h = torch.relu(self.bn_up(self.up(x), train))
         return x + torch.relu(self.bn_down(self.down(h), train))
 
 
-class _FlashTrunkMethods:
+class FlashTrunk(nn.Module):
     """`[N, in] -> [N, width]`: input BatchNorm, embedding, blocks, RMSNorm."""
 
     def __init__(
         self, in_dim: int, width: int, num_blocks: int, momentum: float, device: Any = None
     ) -> None:
         super().__init__()
-        self.bn_in = FlagBatchNorm(in_dim, momentum, device)  # noqa: F821 (built on first use)
+        self.bn_in = FlagBatchNorm(in_dim, momentum, device)
         self.embed = nn.Linear(in_dim, width, bias=False, device=device)
-        blocks = [FlashBlock(width, momentum, device) for _ in range(num_blocks)]  # noqa: F821
+        blocks = [FlashBlock(width, momentum, device) for _ in range(num_blocks)]
         self.blocks = nn.ModuleList(blocks)
         self.rms = nn.RMSNorm(width, eps=1e-6, device=device)
 
@@ -111,7 +106,7 @@ class _FlashTrunkMethods:
         return self.rms(x)
 
 
-class _FlashSACActorMethods:
+class FlashSACActor(nn.Module):
     """FlashSAC's tanh-Gaussian policy (see the module docstring)."""
 
     def __init__(
@@ -129,7 +124,7 @@ class _FlashSACActorMethods:
     ) -> None:
         super().__init__()
         self.num_blocks = num_blocks
-        self.trunk = FlashTrunk(n_obs, hidden_dim, num_blocks, momentum, device)  # noqa: F821 (built on first use)
+        self.trunk = FlashTrunk(n_obs, hidden_dim, num_blocks, momentum, device)
         self.fc_mu = nn.Linear(hidden_dim, n_act, device=device)
         self.fc_logstd = nn.Linear(hidden_dim, n_act, device=device)
         self.log_std_min = log_std_min
@@ -186,7 +181,7 @@ class _FlashSACActorMethods:
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.deterministic(obs)
 
-    @no_grad
+    @torch.no_grad()
     def explore(
         self, obs: torch.Tensor, dones: torch.Tensor | bool | None = None,
         deterministic: bool = False,
@@ -231,14 +226,3 @@ class _FlashSACActorMethods:
                 Row(f"{prefix}.{torch_name}.bias", (*root, jax_name, "bias", 0), "copy"),
             ]
         return rows
-
-
-__getattr__ = define_on_first_use(
-    __name__,
-    {
-        "FlagBatchNorm": (_FlagBatchNormMethods, "BatchNorm1d"),
-        "FlashBlock": (_FlashBlockMethods, "Module"),
-        "FlashTrunk": (_FlashTrunkMethods, "Module"),
-        "FlashSACActor": (_FlashSACActorMethods, "Module"),
-    },
-)
