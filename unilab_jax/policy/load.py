@@ -32,7 +32,13 @@ from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.hyperparams import settings_from_json
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.envs import load
-from unilab_jax.training.checkpoint import latest_step, list_steps, read_meta, restore_item
+from unilab_jax.training.checkpoint import (
+    META_FILE,
+    best_step,
+    list_steps,
+    read_meta,
+    restore_item,
+)
 
 __all__ = [
     "Policy",
@@ -97,27 +103,37 @@ class Policy:
         return actions[0] if single else actions
 
 
-def find_checkpoint(path: str | Path, step: int | None = None) -> tuple[Path, int]:
+def find_checkpoint(path: str | Path, step: int | str | None = None) -> tuple[Path, int]:
     """``(checkpoints folder, iteration)`` for a run dir, a ``checkpoints/`` folder or one
-    checkpoint's folder; the newest when ``step`` is None. (Other packages' files: their
-    ``PolicyReader``.)"""
+    checkpoint's folder: the newest when ``step`` is None (or that one checkpoint), the one of
+    the best evaluation return when ``step`` is ``"best"``, else iteration ``step``. (Other
+    packages' files: their ``PolicyReader``.)"""
     path = Path(path)
-    if (path / "meta.json").is_file() and path.name.isdigit():
-        return path.parent, int(path.name) if step is None else step
-    if (path / "checkpoints").is_dir():
+    if path.name.isdigit() and (path / META_FILE).is_file():  # one checkpoint's folder
+        path, step = path.parent, int(path.name) if step is None else step
+    elif (path / "checkpoints").is_dir():
         path = path / "checkpoints"
-    newest = latest_step(path)
-    if newest is None:
+    steps = list_steps(path)
+    if not steps:
         raise FileNotFoundError(
             f"no checkpoint under {path}: pass a run's log dir, its checkpoints/ folder or one "
-            "checkpoint's folder (written by python -m unilab_jax.train or train(log_dir=...)), "
-            "or a torch facade run's log dir or one of its model_<iteration>.pt files"
+            "checkpoint's folder (written by unilab-jax train or train(log_dir=...)), or a "
+            "torch facade run's log dir or one of its model_<iteration>.pt files"
         )
-    if step is not None and step not in list_steps(path):
-        raise FileNotFoundError(
-            f"no checkpoint {step} under {path} (saved: {', '.join(map(str, list_steps(path)))})"
-        )
-    return path, newest if step is None else step
+    saved = ", ".join(map(str, steps))
+    if step == "best":
+        step = best_step(path)
+        if step is None:
+            raise FileNotFoundError(
+                f"no evaluated checkpoint under {path} (saved: {saved}): the run saved none at "
+                "an evaluation (eval_envs 0, or no save then); load the newest (no step) or "
+                "one of those iterations"
+            )
+    elif step is None:
+        step = steps[-1]
+    elif step not in steps:
+        raise FileNotFoundError(f"no checkpoint {step} under {path} (saved: {saved})")
+    return path, step
 
 
 @dataclass(frozen=True)
@@ -159,10 +175,12 @@ def _readers() -> list[PolicyReader]:
     return list(_READERS.values())
 
 
-def load_policy(path: str | Path, step: int | None = None) -> Policy:
+def load_policy(path: str | Path, step: int | str | None = None) -> Policy:
     """The deterministic policy of the checkpoint at ``path``: the core's (see
-    ``find_checkpoint``) or one a registered ``PolicyReader`` finds there (the torch facade's:
-    a run's log dir of ``model_<iteration>.pt`` files or one of them, which needs torch)."""
+    ``find_checkpoint``: the newest by default, ``step="best"`` the one of the best evaluation
+    return, or an iteration) or one a registered ``PolicyReader`` finds there (the torch
+    facade's: a run's log dir of ``model_<iteration>.pt`` files or one of them, which needs
+    torch)."""
     for reader in _readers():
         file = reader.find(Path(path), step)
         if file is not None:

@@ -1,26 +1,14 @@
-"""A checkpoint's layout on disk and the errors that name what is wrong with one.
-
-- the format name and the file and folder names (``meta.json``, ``.tmp-<iteration>/``,
-  ``.deleting-<iteration>/``);
-- the ``CheckpointError`` family: ``CheckpointSaveError``, ``CheckpointDamagedError``,
-  ``CheckpointMismatchError``;
-- how a state maps onto items (``agent``, ``replay``, ``env``, ``run``) and the names of its
-  arrays inside them (``_layout``, ``_split``);
-- which process does what in a multi-process run (``_multiprocess``, ``_primary``);
-- the saved checkpoints of a folder and their ``meta.json`` (``list_steps``, ``latest_step``,
-  ``read_meta``).
-
-``unilab_jax.training.checkpoint`` describes the format as a whole.
-"""
+"""What a checkpoint holds and how it is named (items, array names, ``meta``), the listing of
+a folder's checkpoints, and the errors that say what is wrong with one."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
+import orbax.checkpoint as ocp
 
 from unilab_jax.errors import CheckpointError
 
@@ -32,15 +20,15 @@ __all__ = [
     "CheckpointSaveError",
     "latest_step",
     "list_steps",
+    "merge_items",
     "read_meta",
+    "split_items",
 ]
 
-FORMAT = "unilab_jax checkpoint 1"
-META_FILE = "meta.json"
-_TMP_PREFIX = ".tmp-"
-_DELETING_PREFIX = ".deleting-"
-# TrainState fields stored as their own item; the rest go into "run".
-_OWN_ITEMS = ("agent", "replay", "env")
+FORMAT = "unilab_jax checkpoint 2"
+META_ITEM = "meta"
+META_FILE = f"{META_ITEM}/metadata"  # orbax's JSON item, in the checkpoint's folder
+ITEMS = ("agent", "replay", "env", "run")  # the TrainState fields not named go into "run"
 
 
 class CheckpointSaveError(CheckpointError):
@@ -61,87 +49,55 @@ class CheckpointMismatchError(CheckpointError):
     def __init__(self, step: int, meta: dict, differences: list[str]) -> None:
         self.step, self.meta, self.differences = step, meta, differences
         shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "")
-        super().__init__(
-            f"checkpoint {step} holds a state of other shapes ({len(differences)} "
-            f"array(s) differ: {shown})"
-        )
+        count = f"{len(differences)} array(s) differ"
+        super().__init__(f"checkpoint {step} holds a state of other shapes ({count}: {shown})")
 
 
-@dataclass(frozen=True)
-class _Leaf:
-    item: str
-    name: str  # path inside the item, dot-separated
-    index: int  # position in the flattened state
+def _names(tree: Any) -> list[tuple[str, str]]:
+    """``(item, array name)`` of every leaf: ``agent.actor_params.params.Dense_0.kernel`` is
+    ``actor_params.params.Dense_0.kernel`` of ``agent``, ``key`` is ``key`` of ``run``."""
+    out = []
+    for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        keys = (getattr(k, "name", getattr(k, "key", getattr(k, "idx", k))) for k in path)
+        head, _, rest = (name := ".".join(map(str, keys))).partition(".")
+        out.append((head, rest or head) if head in ITEMS else ("run", name))
+    return out
 
 
-def _path_name(path) -> str:
-    parts = []
-    for entry in path:
-        for attr in ("name", "key", "idx"):
-            if hasattr(entry, attr):
-                parts.append(str(getattr(entry, attr)))
-                break
-        else:
-            parts.append(str(entry))
-    return ".".join(parts)
-
-
-def _layout(state: Any) -> list[_Leaf]:
-    """Item and name of every leaf, in flattening order."""
-    leaves = []
-    for index, (path, _) in enumerate(jax.tree_util.tree_flatten_with_path(state)[0]):
-        name = _path_name(path)
-        head, _, rest = name.partition(".")
-        if head in _OWN_ITEMS:
-            leaves.append(_Leaf(head, rest or head, index))
-        else:
-            leaves.append(_Leaf("run", name, index))
-    return leaves
-
-
-def _split(state: Any) -> dict[str, dict[str, Any]]:
-    """The state's non-empty leaves grouped into items. Orbax refuses zero-size arrays, and
-    MJX data has some (e.g. ``act`` of a model without activations); those are rebuilt from
-    the restore template instead."""
-    values = jax.tree.leaves(state)
+def split_items(state: Any) -> dict[str, dict[str, Any]]:
+    """The state's arrays by item and name, less the zero-size ones (orbax refuses them, and
+    MJX data has some): ``merge_items`` keeps its template's."""
     items: dict[str, dict[str, Any]] = {}
-    for leaf in _layout(state):
-        if values[leaf.index].size:
-            items.setdefault(leaf.item, {})[leaf.name] = values[leaf.index]
+    for (item, name), value in zip(_names(state), jax.tree.leaves(state), strict=True):
+        if value.size:
+            items.setdefault(item, {})[name] = value
     return items
 
 
-def _multiprocess() -> bool:
-    return jax.distributed.is_initialized() and jax.process_count() > 1
-
-
-def _primary() -> bool:
-    return not jax.distributed.is_initialized() or jax.process_index() == 0
+def merge_items(like: Any, items: dict[str, dict[str, Any]]) -> Any:
+    """``like`` with every array found in ``items`` put in (``split_items`` reversed)."""
+    values, treedef = jax.tree.flatten(like)
+    merged = [items.get(i, {}).get(n, v) for (i, n), v in zip(_names(like), values, strict=True)]
+    return jax.tree.unflatten(treedef, merged)
 
 
 def list_steps(directory: str | Path) -> list[int]:
-    """The iterations saved under ``directory`` (folders named by an integer), ascending."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit() and p.is_dir())
+    """The iterations saved under ``directory``, ascending: orbax's finalised checkpoints, so
+    one being written or interrupted is never listed."""
+    return sorted(ocp.step.checkpoint_steps(Path(directory).absolute()))
 
 
 def latest_step(directory: str | Path) -> int | None:
-    """The newest saved iteration under ``directory``, or None."""
-    steps = list_steps(directory)
-    return steps[-1] if steps else None
+    return max(list_steps(directory), default=None)
 
 
 def read_meta(directory: str | Path, step: int) -> dict:
-    """The ``meta.json`` of checkpoint ``step``; ``CheckpointDamagedError`` when unreadable."""
+    """The ``meta`` of checkpoint ``step``; ``CheckpointDamagedError`` when unreadable."""
     directory = Path(directory).absolute()
     folder = directory / str(step)
-    if not (folder / META_FILE).exists() and (folder / "_CHECKPOINT_METADATA").exists():
-        raise CheckpointError(
-            f"checkpoint {step} under {directory} was written by an older unilab-jax (before "
-            f"{FORMAT!r}) and cannot be restored by this version"
-        )
+    if (folder / "meta.json").exists():  # format 1
+        raise CheckpointError(f"checkpoint {step} under {directory} is of an older unilab-jax "
+                              "format: load it with that version, or train again")  # fmt: skip
     try:
         meta = json.loads((folder / META_FILE).read_text())
     except (OSError, ValueError) as err:

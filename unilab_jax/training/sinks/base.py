@@ -80,8 +80,9 @@ class CallbackSink(BaseSink):
 
 class Checkpointer(Protocol):
     """What ``CheckpointSink`` saves through (``unilab_jax.training.checkpoint.CheckpointWriter``
-    is one;
-    the facade's mjx path writes ``model_<iteration>.pt`` files with another)."""
+    is one; the facade's mjx path writes ``model_<iteration>.pt`` files with another). One
+    with a true ``keeps_best`` attribute is also passed ``eval_return=`` (the mean return of the
+    block's deterministic evaluation) when the block was evaluated."""
 
     def save(self, step: int, state: Any) -> Any:
         """Write ``state`` as the checkpoint of iteration ``step``; return the path written."""

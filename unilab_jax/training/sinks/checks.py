@@ -17,7 +17,9 @@ __all__ = ["CheckpointSink", "EvalSink", "HealthSink"]
 class CheckpointSink(BaseSink):
     """Saves when the iteration reaches a multiple of ``save_interval`` and after the last block
     (also when ``save_interval`` is 0, as the reference always saves its final model); adds the
-    path as the record's ``checkpoint``."""
+    path as the record's ``checkpoint``. A checkpointer that ``keeps_best`` (the core's
+    ``CheckpointWriter``) is also handed the block's ``eval_return``, when the record has one,
+    to keep the best-evaluated checkpoint: this sink must come after ``EvalSink``."""
 
     def __init__(self, checkpointer: Checkpointer, save_interval: int, max_iterations: int):
         self.checkpointer = checkpointer
@@ -31,13 +33,16 @@ class CheckpointSink(BaseSink):
     def block(self, record: dict, state: Any) -> dict | None:
         if not self.schedule.due(record["iteration"]):
             return None
-        return {"checkpoint": self.save_final(record["iteration"], state)}
+        path = self.save_final(record["iteration"], state, record.get("eval_return"))
+        return {"checkpoint": path}
 
-    def save_final(self, iteration: int, state: Any) -> str:
+    def save_final(self, iteration: int, state: Any, eval_return: float | None = None) -> str:
         """Save ``state`` as ``iteration`` unless that checkpoint is already written (a run
         stopped early saves what it has); returns the path."""
         if self._last_saved != iteration:
-            self._last_path = str(self.checkpointer.save(iteration, state))
+            ranked = eval_return is not None and getattr(self.checkpointer, "keeps_best", False)
+            extra = {"eval_return": eval_return} if ranked else {}
+            self._last_path = str(self.checkpointer.save(iteration, state, **extra))
             self._last_saved = iteration
         return self._last_path
 
