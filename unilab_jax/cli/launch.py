@@ -1,9 +1,7 @@
-"""``unilab-jax launch --nproc N -- <train options>``: one training run over several local
-processes, each ``python -m unilab_jax.train <options> --num-processes N --process-id I
---coordinator-address 127.0.0.1:<port>``, supervised by ``distributed.local_launch``
-(process 0's output streamed, the others' shown when one fails; signals forwarded; the first
-failure stops the rest). On several machines, start ``unilab-jax train`` on each with the three
-process options (or under SLURM ``srun`` / Open MPI ``mpirun`` without them)."""
+"""``unilab-jax launch --nproc N -- <train options>``: one training run over N local processes,
+``python -m unilab_jax.train <options> --num-processes N --process-id I --coordinator-address
+127.0.0.1:<port>`` each, supervised by ``distributed.local_launch``. On several machines, start
+``unilab-jax train`` on each with those three options (or under SLURM / Open MPI without)."""
 
 from __future__ import annotations
 
@@ -28,11 +26,10 @@ class Launch:
     """Run one training over N local processes on JAX's distributed runtime: unilab-jax launch
     --nproc N [options] -- <unilab-jax train options>. The launcher adds --num-processes,
     --process-id and --coordinator-address (do not pass them), and --num-devices N*K unless
-    given (the devices of all processes: num_envs and batch_size are split over them). Process
-    0 logs and writes the run's files. SIGINT/SIGTERM go to all processes (they stop after the
-    same block with a final checkpoint); when a process fails, the others are killed. Exit
-    status: 0 when every process finished, 130/143 when stopped by SIGINT/SIGTERM, 2 for bad
-    launcher options, else the failing process's (128+signal when one killed it)."""
+    given (num_envs and batch_size are split over all devices). Process 0 logs and writes the
+    run's files; SIGINT/SIGTERM go to all (they stop after the same block, saved); a failed
+    process stops the others. Exit status: 0 all finished, 130/143 SIGINT/SIGTERM, 2 bad
+    options, else the failed process's."""
 
     nproc: int
     """Processes to start (N >= 1)."""
@@ -45,8 +42,7 @@ class Launch:
     port: int | None = None
     """The coordinator's port on 127.0.0.1; None: a free one."""
     exit_grace: float = 120.0
-    """Seconds the other processes may take to finish once one has, before they are killed as
-    hung."""
+    """Seconds the others may take to finish once one has, before they are killed as hung."""
 
 
 def _has_option(args: list[str], name: str) -> bool:

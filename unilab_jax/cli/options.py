@@ -1,11 +1,9 @@
 """A command's options: a frozen dataclass whose fields' docstrings are the ``--help``, parsed
-by tyro (``--name`` per field, kebab-case, ``--flag / --no-flag`` for booleans, the defaults
-shown). ``documented`` hands tyro each docstring on one line (tyro 1.0.17 keeps the line breaks
-of a docstring written over several indented lines); ``parse`` runs tyro.
-
-Both read the classes' sources with ``ast`` while no garbage collection runs: in CPython 3.11 a
-collection whose finalizer parses Python meanwhile (a logged traceback's caret anchors) fails
-the outer parse ("AST constructor recursion depth mismatch")."""
+by tyro (``--kebab-case`` options, ``--flag / --no-flag`` booleans, defaults shown; nested ones
+unprefixed). ``documented`` gives tyro each docstring on one line (tyro 1.0.17 keeps the breaks
+of an indented one). Both read sources with ``ast`` while no garbage collection runs: in CPython
+3.11 a finalizer that parses Python meanwhile fails the outer parse ("AST constructor recursion
+depth mismatch")."""
 
 from __future__ import annotations
 
@@ -23,6 +21,7 @@ __all__ = ["STEP_HELP", "documented", "error", "parse", "values"]
 
 #: ``--step`` of the commands that load a run's policy (``load_policy(run, step)``).
 STEP_HELP = "The checkpoint: an iteration, or best (the best-evaluated one); None: the newest."
+_CONFIG = (tyro.conf.OmitArgPrefixes, tyro.conf.PositionalMetavarFromFieldName)
 
 
 def documented(cls: type, **helps: str | None) -> type:
@@ -40,9 +39,10 @@ def documented(cls: type, **helps: str | None) -> type:
 
     fields = [(f.name, option(f.name), dataclasses.field(default=f.default))
               for f in dataclasses.fields(cls)]  # fmt: skip
-    options = dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True)
-    options.__doc__ = cls.__doc__
-    return options
+    namespace = {"__doc__": cls.__doc__}
+    return dataclasses.make_dataclass(
+        cls.__name__, fields, bases=(cls,), frozen=True, namespace=namespace
+    )
 
 
 def values(options) -> dict:
@@ -50,16 +50,10 @@ def values(options) -> dict:
     return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
 
 
-def parse(cls: type, argv: list[str], **kwargs):
-    """``tyro.cli(cls, args=argv, **kwargs)``, nested options unprefixed (``--num-envs``, not
-    ``--train.num-envs``)."""
+def parse(cls: type, argv: list[str] | None, **kwargs):
+    """``tyro.cli(cls, args=argv, **kwargs)``."""
     with _no_collection():
-        return tyro.cli(
-            cls,
-            args=argv,
-            config=(tyro.conf.OmitArgPrefixes, tyro.conf.PositionalMetavarFromFieldName),
-            **kwargs,
-        )
+        return tyro.cli(cls, args=argv, config=_CONFIG, **kwargs)
 
 
 def error(message: str) -> int:

@@ -1,11 +1,10 @@
 """``unilab-jax train`` (``python -m unilab_jax.train``): train an algorithm of the registry.
 
-Options: ``RunOptions``, ``TrainConfig`` and ``--algo``'s config. The first stage of the parse
-reads the run's options, ``--env`` and ``--algo`` and checks ``--resume`` and ``--log-dir``
-before JAX is imported; the second parses every option over the task's preset (or ``--config``'s
-settings). ``trainer.train`` owns the run; the exit code says how it ended: 0 done, 2 bad input
-(before anything compiles), 1 a failed save or process, 3 diverged, 130 / 143 SIGINT / SIGTERM.
-"""
+A two-stage parse: the first reads ``RunOptions``, ``--env`` and ``--algo`` and checks
+``--resume`` and ``--log-dir`` before JAX is imported; the second parses ``RunOptions``,
+``TrainConfig`` and ``--algo``'s config over the task's preset (or ``--config``'s settings).
+``trainer.train`` owns the run; the exit code says how it ended: 0 done, 2 bad input (before
+anything compiles), 1 a failed save or process, 3 diverged, 130 / 143 SIGINT / SIGTERM."""
 
 from __future__ import annotations
 
@@ -34,6 +33,11 @@ __all__ = ["LAUNCH_OPTIONS", "RunOptions", "main", "parse_args"]
 
 #: The options ``unilab-jax launch`` sets for each process.
 LAUNCH_OPTIONS = ("--num-processes", "--process-id", "--coordinator-address")
+_ABOUT = (
+    "Train an algorithm with the fused, jitted, data-parallel JAX loop. The defaults shown are "
+    "--env's preset's (else the bare ones) or --config FILE's, and --algo's settings (--algo td3 "
+    "--help: FastTD3's). A task may suggest a C51 support (--v-min/--v-max) for its rewards."
+)
 
 
 @dataclass(frozen=True)
@@ -55,14 +59,13 @@ class RunOptions:
     config: str | None = None
     """Rerun a run: its run_config.json's settings, presets aside; options given win."""
     resume: str | None = None
-    """Go on from the newest checkpoint of this run (log dir or checkpoints/): only the host
-    loop's settings (iterations, intervals, evaluation, seed, ...) may differ from its. To
-    write on into the same run, give it as --log-dir too."""
+    """Go on from the newest checkpoint of this run (log dir or checkpoints/); only the host
+    loop's settings may differ. To write on into the same run, pass it as --log-dir too."""
     resume_step: int | None = None
     """With --resume: the checkpoint of this iteration instead of the newest."""
     preset: Literal[PRESET_CHOICES] = "auto"
-    """Sizes and settings for the task's family (--list-envs): auto: gpu when JAX runs on a GPU
-    or TPU, else cpu; none: the bare defaults. Options given win; default: $UNILAB_JAX_PRESET."""
+    """The task family's sizes (--list-envs): auto is gpu when JAX runs on a GPU or TPU, else
+    cpu; none: the bare defaults. Options given win; default: $UNILAB_JAX_PRESET."""
     quiet: bool = False
     """No console output; the summary as JSON."""
     list_envs: bool = False
@@ -86,43 +89,35 @@ def parse_args(argv: list[str]) -> tuple[RunOptions, TrainConfig, dict, str | No
 def _first_stage(argv: list[str]) -> _FirstStage:
     preset = os.environ.get("UNILAB_JAX_PRESET", "auto")
     if preset not in PRESET_CHOICES:
-        raise ConfigError(
-            f"UNILAB_JAX_PRESET={preset!r}: choose one of {', '.join(PRESET_CHOICES)}"
-        )
+        raise ConfigError(f"UNILAB_JAX_PRESET={preset!r}: choose one of {PRESET_CHOICES}")
     default = _FirstStage(RunOptions(preset=preset))
     return parse(_FirstStage, argv, default=default, return_unknown_args=True, add_help=False)[0]
 
 
 def _second_stage(argv: list[str], first: _FirstStage):
-    run, saved_train, saved_algo = first.run, {}, {}
+    run, saved, saved_algo = first.run, {}, {}
     if run.config:
         from unilab_jax.training.run_settings import read_run_config
 
-        saved_train, saved_algo = read_run_config(run.config)
-    env = first.env or saved_train.get("env", TrainConfig.env)
-    algo = first.algo or saved_train.get("algo", TrainConfig.algo)
+        saved, saved_algo = read_run_config(run.config)
+    env = first.env or saved.get("env", TrainConfig.env)
+    algo = first.algo or saved.get("algo", TrainConfig.algo)
     cls = get_algo(algo).config_cls
     wrong = _given(argv, {f for s in ALGOS.values() for f in _fields(s.config_cls)} - _fields(cls))
     if wrong:
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(wrong))
         raise ConfigError(f"option(s) {flags} do not apply to --algo {algo}")
-    helping = not {"-h", "--help"}.isdisjoint(argv) and not first.env  # no task, no preset
+    helping = not {"-h", "--help"}.isdisjoint(argv) and not first.env  # no task: no preset
     preset = None if run.config or helping else get_preset(env, run.preset)
-    train_base = preset.train_settings(algo) if preset else saved_train
+    train_base = preset.train_settings(algo) if preset else saved
     algo_base = preset.algo_settings(algo) if preset else {}
-    if not preset and saved_train.get("algo", algo) == algo:  # that algorithm's settings only
+    if saved.get("algo", algo) == algo and not preset:  # --config's, for its algorithm only
         algo_base = saved_algo
     names = ", ".join(f"{spec.name} ({spec.display_name})" for spec in ALGOS.values())
     loop = documented(TrainConfig, algo=f"The algorithm: {names}.", env_overrides=None)
     run_options, algo_options = documented(RunOptions), documented(cls)
-    options = dataclasses.make_dataclass(
-        "Options", [("run", run_options), ("train", loop), ("algo", algo_options)]
-    )
-    options.__doc__ = (
-        "Train an algorithm with the fused, jitted, data-parallel JAX loop. The defaults shown "
-        "are --env's preset's (else the bare ones) or --config FILE's, and --algo's settings "
-        "(--algo td3 --help: FastTD3's). A task may suggest a C51 support (--v-min/--v-max)."
-    )
+    fields = [("run", run_options), ("train", loop), ("algo", algo_options)]
+    options = dataclasses.make_dataclass("Options", fields, namespace={"__doc__": _ABOUT})
     try:
         algo_default = algo_options(**algo_base)
     except TypeError as err:
@@ -157,9 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         # A failed process of several exits at once, without jax.distributed's shutdown barrier
         # (it would wait for peers still busy): the others fail on its closed connections.
-        if not isinstance(err, SystemExit) or not isinstance(err.code, int):
+        code = getattr(err, "code", None)
+        if not isinstance(code, int):
             traceback.print_exception(err)
-        processes.hard_exit(err.code if isinstance(getattr(err, "code", None), int) else 1)
+        processes.hard_exit(code if isinstance(code, int) else 1)
     finally:
         if signal.getsignal(signal.SIGTERM) is _stop_before_training:
             signal.signal(signal.SIGTERM, previous)
@@ -186,8 +182,8 @@ def _main(argv: list[str]) -> int:
             print("\n".join(f"{n}  preset: {family_of(n) or 'none'}" for n in available_names()))
             return 0
         run, config, algo, line = _second_stage(argv, first)
-        # Before JAX creates its CPU client: this process's devices, and with C MuJoCo's
-        # overlapped collection one more for its own JAX code.
+        # Before JAX creates its CPU client: this process's devices (and one more for C MuJoCo's
+        # overlapped collection's own JAX code).
         overlap = config.physics == "mujoco" and config.collection == "overlap"
         count = processes.local_device_count(config) + overlap
         os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), count)
@@ -199,9 +195,9 @@ def _main(argv: list[str]) -> int:
         result = train(config, algo, log_dir=run.log_dir or True, logger=run.logger, wandb=wandb,
                        quiet=run.quiet, resume=run.resume, resume_step=run.resume_step)  # fmt: skip
     except ResumeError as err:
-        offer = f" --resume-step {err.older}" if err.older is not None else ""
-        offer = offer and f"; resume from the previous one with --resume {run.resume}{offer}"
-        return error(f"--resume {run.resume}: {err.reason}{offer}")
+        older = f" --resume-step {err.older}" if err.older is not None else ""
+        older = older and f"; resume from the previous one with --resume {run.resume}{older}"
+        return error(f"--resume {run.resume}: {err.reason}{older}")
     except ValueError as err:  # a ConfigError, or the env registry's UnknownEnvError
         unknown_env = getattr(sys.modules.get("unilab_jax.envs"), "UnknownEnvError", ConfigError)
         if not isinstance(err, ConfigError | unknown_env):
@@ -214,24 +210,22 @@ def _main(argv: list[str]) -> int:
             signal.signal(signum, lambda signum, frame: processes.hard_exit(code))
         return code
     except interrupts.ImmediateStop as stop:  # a second signal: do not wait for the device
-        print(f"\n{stop}; the checkpoints so far are in {stop.log_dir / 'checkpoints'}",
-              file=sys.stderr)  # fmt: skip
+        print(f"\n{stop}; checkpoints so far: {stop.log_dir / 'checkpoints'}", file=sys.stderr)
         processes.hard_exit(stop.exit_code)
     except (interrupts.StopRequested, KeyboardInterrupt) as stop:  # before training began
-        signum = getattr(stop, "signum", signal.SIGINT)
-        print(f"\n{interrupts.signal_name(signum)} before training began; nothing to save",
-              file=sys.stderr)  # fmt: skip
+        name = interrupts.signal_name(signum := getattr(stop, "signum", signal.SIGINT))
+        print(f"\n{name} before training began; nothing to save", file=sys.stderr)
         # A compile may still run in a background thread (the step's, the evaluator's): the
         # interpreter's teardown under it crashes (SIGSEGV / abort), so leave without one.
         processes.hard_exit(128 + signum)
     except (CheckpointError, processes.ProcessLostError) as err:  # a failed save or process
         fix = "free space or fix the file system, then " if isinstance(err, CheckpointError) else ""
-        print(f"\nerror: {err}. Training stopped; {fix}resume with: "
-              f"{_resume_command(argv, err.log_dir)}", file=sys.stderr)  # fmt: skip
+        resume = _resume_command(argv, err.log_dir)
+        print(f"\nerror: {err}. Training stopped; {fix}resume with: {resume}", file=sys.stderr)
         return 1
     except FloatingPointError as err:  # EnvNaNError, LearnerDivergedError, C MuJoCo's
-        print(f"\nerror: {err}.\nThe checkpoints so far (all finite) are in "
-              f"{err.log_dir / 'checkpoints'}", file=sys.stderr)  # fmt: skip
+        where = err.log_dir / "checkpoints"
+        print(f"\nerror: {err}.\nThe checkpoints so far (all finite): {where}", file=sys.stderr)
         return 3
     if run.quiet and processes.is_primary():
         print(json.dumps(result.summary))
