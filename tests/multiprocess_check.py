@@ -56,7 +56,7 @@ def main() -> int:
     report["b_compile_sec"] = result.summary["compile_time_sec"]
     report["b_sec"] = time.perf_counter() - t0
 
-    ready = one / "checkpoints" / "6" / "meta.json"
+    ready = one / "checkpoints" / "6"  # orbax renames it into place once complete
     deadline = time.monotonic() + 400
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.5)

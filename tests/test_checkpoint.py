@@ -210,27 +210,32 @@ def test_crc32_combine_joins_two_crcs_as_zlib_does():
 
 
 def test_an_evaluated_run_keeps_its_best_checkpoint_and_step_best_finds_it(tmp_path):
-    """The evaluation, then the checkpoint sink (their order in a run): a checkpoint saved at an
-    evaluated block carries its return, so with retention 1 the best one (iteration 4) is kept
-    beside the newest (8); ``step="best"`` finds it, no step the newest."""
+    """The evaluation, then the checkpoint sink (their order in a run). Saves are due every 4
+    iterations, evaluations every 2: the best evaluation (iteration 2) is off the schedule and
+    is saved for being the best so far, a worse one (6) is not; with retention 1 the best is
+    kept beside the newest (8); ``step="best"`` finds it, no step the newest."""
     from unilab_jax.policy.load import find_checkpoint
     from unilab_jax.training.sinks import CheckpointSink, EvalSink, RunInfo, SinkChain
 
-    returns = iter([1.0, 7.0, 2.0, 3.0])  # the evaluations at iterations 2, 4, 6 and 8
+    returns = iter([7.0, 1.0, 2.0, 3.0])  # the evaluations at iterations 2, 4, 6 and 8
     writer = CheckpointWriter(tmp_path / "checkpoints", max_to_keep=1)
     evaluate = EvalSink(lambda state: (next(returns), 5.0), interval=2, max_iterations=8)
-    chain = SinkChain([evaluate, CheckpointSink(writer, save_interval=2, max_iterations=8)])
+    chain = SinkChain([evaluate, CheckpointSink(writer, save_interval=4, max_iterations=8)])
     chain.start(RunInfo("sac", "task", 16, 3, 4, 8, 1, 0, 1, str(tmp_path), 0))
+    saved = []
     for iteration in (2, 4, 6, 8):
         record = chain.block({"iteration": iteration}, _state(iteration))
-        assert record["checkpoint"] == str(tmp_path / "checkpoints" / str(iteration))
+        if "checkpoint" in record:
+            assert record["checkpoint"] == str(tmp_path / "checkpoints" / str(iteration))
+            saved.append(iteration)
     chain.close()
-    assert list_steps(tmp_path / "checkpoints") == [4, 8]
-    assert read_meta(tmp_path / "checkpoints", 4)["eval_return"] == 7.0
-    assert find_checkpoint(tmp_path, "best") == (tmp_path / "checkpoints", 4)
+    assert saved == [2, 4, 8]  # 2: the best so far; 4 and 8: the schedule; 6: neither
+    assert list_steps(tmp_path / "checkpoints") == [2, 8]
+    assert read_meta(tmp_path / "checkpoints", 2)["eval_return"] == 7.0
+    assert find_checkpoint(tmp_path, "best") == (tmp_path / "checkpoints", 2)
     assert find_checkpoint(tmp_path) == (tmp_path / "checkpoints", 8)
-    assert find_checkpoint(tmp_path / "checkpoints" / "8", "best")[1] == 4
-    _assert_same(restore_checkpoint(tmp_path / "checkpoints", _state(), step=4), _state(4))
+    assert find_checkpoint(tmp_path / "checkpoints" / "8", "best")[1] == 2
+    _assert_same(restore_checkpoint(tmp_path / "checkpoints", _state(), step=2), _state(2))
 
 
 def test_step_best_of_a_run_without_evaluation_is_a_clear_error(saved):

@@ -170,7 +170,9 @@ def runs(tmp_path_factory):
 
 
 def _meta(run: Path, step: int) -> dict:
-    return json.loads((run / "checkpoints" / str(step) / "meta.json").read_text())
+    from unilab_jax.training.checkpoint import read_meta
+
+    return read_meta(run / "checkpoints", step)
 
 
 def _read(run: Path, step: int, item: str) -> dict:

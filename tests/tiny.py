@@ -1,10 +1,10 @@
 """The tiny pendulum run several test files train (one definition, so their compiled programs
 are shared through the persistent compile cache): 8 envs, 5-step episodes, 6 iterations."""
 
-import json
 from pathlib import Path
 
 from unilab_jax.config import TrainConfig
+from unilab_jax.training.checkpoint import read_meta
 
 TINY = TrainConfig(
     env="PendulumSwingup",
@@ -26,8 +26,9 @@ TINY_SAC = {"actor_hidden_dim": 16, "critic_hidden_dim": 32, "num_atoms": 11}
 
 def array_crcs(checkpoint: Path) -> dict:
     """``(item, array) -> CRC-32`` of every array of one checkpoint folder (its
-    ``meta.json``): two checkpoints hold the same state bit for bit when these are equal."""
-    items = json.loads((Path(checkpoint) / "meta.json").read_text())["items"]
+    ``meta`` item): two checkpoints hold the same state bit for bit when these are equal."""
+    checkpoint = Path(checkpoint)
+    items = read_meta(checkpoint.parent, int(checkpoint.name))["items"]
     return {
         (item, name): e["crc32"] for item, arrays in items.items() for name, e in arrays.items()
     }

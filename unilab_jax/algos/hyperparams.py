@@ -24,7 +24,7 @@ __all__ = [
 
 def settings_from_json(settings: dict) -> dict:
     """Algorithm settings read back from JSON (``run_config.json``, a checkpoint's
-    ``meta.json``): JSON has no tuples, so lists become tuples again (``betas``)."""
+    ``meta`` item): JSON has no tuples, so lists become tuples again (``betas``)."""
     return {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
 
 

@@ -4,7 +4,7 @@
 ``checkpoints/`` folder or one checkpoint's folder) and returns a ``Policy``: observations in,
 actions out, the observation normaliser included. It restores only the checkpoint's ``agent``
 item (never the replay) and builds no trainer, so it takes seconds; the run's configuration
-comes from the checkpoint's own ``meta.json``.
+comes from the checkpoint's own ``meta`` item.
 
 Checkpoints the core does not write are read by a ``PolicyReader`` another package registers,
 as an entry point of the group ``unilab_jax.policy_readers`` (found when first needed) or with

@@ -8,7 +8,7 @@ checkpoint. ``max_iterations`` counts from the start of the run, not from the ch
 The settings must be the checkpoint's: a run resumed with others (``num_envs``, and as well
 those that keep every array's shape, ``batch_size``, ``gamma``, ``critic_lr``, ...) raises
 ``ResumeError`` naming each difference (``num_envs: checkpoint 8, now 16``), from the
-checkpoint's ``meta.json`` alone, before anything is built or compiled. Settings that only steer
+checkpoint's ``meta`` item alone, before anything is built or compiled. Settings that only steer
 the host loop (``FREE_ON_RESUME``: the iteration count, intervals, evaluation, seed, collection
 schedule, launch) may change freely. A damaged checkpoint (a file whose
 size or CRC-32 is not the recorded one) is named, with the newest intact one before it

@@ -3,8 +3,8 @@
 ``resolve_algo_config`` is the algorithm's config for a task (defaults, the caller's overrides,
 the value support the task's reward bounds imply); ``run_config`` is both configs as JSON
 values, what ``run_config.json`` (``write_run_config``; ``read_run_config`` reads one back for a
-rerun) and every checkpoint's ``meta.json`` record and what a resume is compared against. ``check_same_build`` says whether a reused
-``Trainer`` fits a config.
+rerun) and every checkpoint's ``meta`` item record and what a resume is compared against.
+``check_same_build`` says whether a reused ``Trainer`` fits a config.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def resolve_algo_config(algo: str, env: Env, overrides: dict | None = None):
 
 def run_config(config: TrainConfig, algo_config: Any) -> dict:
     """A run's settings as JSON values, ``{"train": ..., "algo": ...}``: what
-    ``run_config.json`` and every checkpoint's ``meta.json`` record, and what a resume is
+    ``run_config.json`` and every checkpoint's ``meta`` item record, and what a resume is
     compared against."""
 
     def jsonable(value: Any) -> dict:

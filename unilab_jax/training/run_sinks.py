@@ -59,10 +59,10 @@ def run_sinks(
     checkpointer: Checkpointer | None,
     stop: StopSignals,
 ) -> tuple[SinkChain, CheckpointSink | None]:
-    """``(sinks, saver)``: the run's sinks as one chain: the checkpoint sink (``saver``, None
-    without a ``checkpointer``), the health checks and the evaluation (``eval_envs`` > 0;
-    ``trainer.evaluate_episodes``, waited on under ``stop``) in front of the ``reporting``
-    sinks."""
+    """``(sinks, saver)``: the run's sinks as one chain: the health checks and the evaluation
+    (``eval_envs`` > 0; ``trainer.evaluate_episodes``, waited on under ``stop``), then the
+    checkpoint sink (``saver``, None without a ``checkpointer``; after the evaluation, whose
+    return ranks the checkpoints), in front of the ``reporting`` sinks."""
     chain = SinkChain([])
     checks: list[Sink] = [health_sink(trainer.algo_config, trainer.env)]
     if config.eval_envs > 0:
@@ -79,5 +79,5 @@ def run_sinks(
     saver = None
     if checkpointer is not None:
         saver = CheckpointSink(checkpointer, config.save_interval, config.max_iterations)
-    chain.sinks = [*([saver] if saver is not None else []), *checks, *reporting]
+    chain.sinks = [*checks, *([saver] if saver is not None else []), *reporting]
     return chain, saver

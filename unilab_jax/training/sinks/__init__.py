@@ -39,7 +39,9 @@ messages between blocks ("Compiling..."), ``block(record, state)`` after every b
 ``finish(summary)`` once training ended normally; ``close()`` is called always, also after an
 error or Ctrl+C (the console sink restores the terminal there). ``block`` may return a dict of
 fields to add to the record, which later sinks and the history see (the checkpoint sink adds
-``checkpoint``), so the order of the sinks matters: ``train`` puts the checkpoint sink first.
+``checkpoint``), so the order of the sinks matters: ``train`` puts the health checks and the
+evaluation first (the evaluation's return ranks the checkpoints), then the checkpoint sink,
+then the reporting sinks.
 
 Modules: `base` (`RunInfo`, the protocols, `SinkChain`, `CallbackSink`), `checks` (checkpoints,
 evaluation, health) and `console` (the panel with TensorBoard/wandb, plain lines).

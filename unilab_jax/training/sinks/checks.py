@@ -19,19 +19,33 @@ class CheckpointSink(BaseSink):
     (also when ``save_interval`` is 0, as the reference always saves its final model); adds the
     path as the record's ``checkpoint``. A checkpointer that ``keeps_best`` (the core's
     ``CheckpointWriter``) is also handed the block's ``eval_return``, when the record has one,
-    to keep the best-evaluated checkpoint: this sink must come after ``EvalSink``."""
+    to keep the best-evaluated checkpoint, and an evaluated block whose return beats every
+    earlier one of the run is saved too, off the schedule, so the best checkpoint is the best
+    evaluated policy (not only the best of those the schedule happened to save): this sink
+    must come after ``EvalSink``."""
 
     def __init__(self, checkpointer: Checkpointer, save_interval: int, max_iterations: int):
         self.checkpointer = checkpointer
         self.schedule = _Every(save_interval, max_iterations)
         self._last_saved: int | None = None
         self._last_path: str | None = None
+        self._best = -math.inf  # the best eval return this sink has seen
 
     def start(self, run: RunInfo) -> None:
         self.schedule.start(run.start_iteration)
 
     def block(self, record: dict, state: Any) -> dict | None:
-        if not self.schedule.due(record["iteration"]):
+        due = self.schedule.due(record["iteration"])
+        score = record.get("eval_return")
+        best = (
+            getattr(self.checkpointer, "keeps_best", False)
+            and score is not None
+            and math.isfinite(score)
+            and score > self._best
+        )
+        if best:
+            self._best = score
+        if not (due or best):
             return None
         path = self.save_final(record["iteration"], state, record.get("eval_return"))
         return {"checkpoint": path}
