@@ -87,9 +87,9 @@ def parse_args(argv: list[str]) -> tuple[RunOptions, TrainConfig, dict, str | No
 
 
 def _first_stage(argv: list[str]) -> _FirstStage:
-    preset = os.environ.get("UNILAB_JAX_PRESET", "auto")
+    preset, choices = os.environ.get("UNILAB_JAX_PRESET", "auto"), ", ".join(PRESET_CHOICES)
     if preset not in PRESET_CHOICES:
-        raise ConfigError(f"UNILAB_JAX_PRESET={preset!r}: choose one of {PRESET_CHOICES}")
+        raise ConfigError(f"UNILAB_JAX_PRESET={preset!r}: choose one of {choices}")
     default = _FirstStage(RunOptions(preset=preset))
     return parse(_FirstStage, argv, default=default, return_unknown_args=True, add_help=False)[0]
 
