@@ -5,7 +5,8 @@ Written from what the reference's own tests of that API check (``tests/algos/tes
 ``tests/utils/test_experiment_tracking.py``), each behaviour the seed documents, held on our
 facade: the learners' constructors (the reference's arguments, order and class defaults), the
 batch contract (a missing key raises ``KeyError`` naming it), the bootstrap rule, symmetry and
-``amp_dtype`` checked at construction, ``"flashsac"`` beside ``"flash_sac"``, the worker
+``amp_dtype`` checked at construction (FastSAC's AMP run on CPU torch; FlashSAC's constructor in
+``test_flash_sac_reference_api.py``), ``"flashsac"`` beside ``"flash_sac"``, the worker
 helpers, ``validate_capabilities``, ``OffPolicyRuntime`` and the logger's W&B backend. What
 those tests check of the reference's internals (patched module globals, private methods, its
 Hydra config and scripts) is listed with the reason in ``docs/moving_from_unilab.md``.
@@ -27,6 +28,7 @@ import torch
 from unilab.algos.torch.common.batch import CRITIC_BATCH_KEYS, MissingBatchKeyError
 from unilab.algos.torch.common.networks import bootstrap_mask, categorical_projection
 from unilab.algos.torch.common.updates import run_updates
+from unilab.algos.torch.fast_sac import learner as fast_sac_learner
 from unilab.algos.torch.fast_sac.learner import FastSACLearner, resolve_amp_dtype
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner, TD3Actor
 from unilab.algos.torch.flash_sac.learner import FLASH_ACTOR_BATCH_KEYS, FlashSACLearner
@@ -68,6 +70,9 @@ REFERENCE_TD3 = [
 
 OBS, CRITIC, ACT = 4, 5, 2
 SMALL = dict(actor_hidden_dim=16, critic_hidden_dim=16, num_atoms=11)
+FLASH_SMALL = dict(
+    actor_hidden_dim=16, critic_hidden_dim=16, actor_num_blocks=1, critic_num_blocks=1
+)
 
 
 def batch(rows: int = 6, seed: int = 0, obs: int = OBS, critic: int = CRITIC, act: int = ACT):
@@ -88,9 +93,7 @@ def batch(rows: int = 6, seed: int = 0, obs: int = OBS, critic: int = CRITIC, ac
 LEARNERS = {
     "sac": lambda: FastSACLearner(OBS, ACT, CRITIC, **SMALL),
     "td3": lambda: FastTD3Learner(OBS, ACT, CRITIC, num_envs=3, obs_normalization=False, **SMALL),
-    "flash_sac": lambda: FlashSACLearner(
-        OBS, ACT, CRITIC, actor_hidden_dim=16, critic_hidden_dim=16, num_blocks=1
-    ),
+    "flash_sac": lambda: FlashSACLearner(OBS, ACT, CRITIC, **FLASH_SMALL),
 }
 
 
@@ -321,13 +324,57 @@ def test_fast_sac_trains_on_half_its_rows_and_their_images_under_the_references_
 
 def test_fast_sac_use_tanh_and_amp_dtype_are_checked_at_construction():
     assert FastSACLearner(OBS, ACT, CRITIC, use_tanh=True, **SMALL).use_tanh
-    with pytest.raises(ValueError, match=r"use_tanh=False\) is not supported"):
+    with pytest.raises(ValueError, match=r"use_tanh=False\) is not supported: .* use_tanh=True"):
         FastSACLearner(OBS, ACT, CRITIC, use_tanh=False, **SMALL)
     assert resolve_amp_dtype("auto") is torch.bfloat16
     assert resolve_amp_dtype("BF16") is torch.bfloat16
     assert resolve_amp_dtype("fp16") is torch.float16
     with pytest.raises(ValueError, match="amp_dtype must be one of: auto, fp16, bf16"):
         FastSACLearner(OBS, ACT, CRITIC, amp_dtype="tf32", **SMALL)  # on every device
+
+
+def test_fast_sac_ignores_amp_and_compile_on_a_cpu_as_the_reference():
+    learner = FastSACLearner(
+        OBS, ACT, CRITIC, device="cpu", use_amp=True, amp_dtype="fp16", use_compile=True, **SMALL
+    )  # fmt: skip
+    assert (learner.use_amp, learner.scaler, learner.use_compile) == (False, None, False)
+    assert learner.amp_dtype == "fp16" and "qf_loss" in learner.update_critic(batch())
+
+
+def amp_pair(monkeypatch, amp_dtype):
+    """An autocast learner and a float32 one, same weights: CPU torch autocasts in fp16 and
+    bf16, so the CUDA / XPU path runs here with "cpu" among the AMP devices."""
+    monkeypatch.setattr(fast_sac_learner, "AMP_DEVICES", ("cpu",))
+    torch.manual_seed(0)
+    amp = FastSACLearner(OBS, ACT, CRITIC, use_amp=True, amp_dtype=amp_dtype, **SMALL)
+    torch.manual_seed(0)
+    return amp, FastSACLearner(OBS, ACT, CRITIC, **SMALL)
+
+
+@pytest.mark.parametrize("amp_dtype", ["fp16", "bf16"])
+def test_fast_sac_autocast_updates_follow_the_float32_ones(monkeypatch, amp_dtype):
+    amp, full = amp_pair(monkeypatch, amp_dtype)
+    assert amp.use_amp and (amp.scaler is not None) == (amp_dtype == "fp16")  # fp16: scaled
+    noise = torch.randn(6, ACT, generator=torch.Generator().manual_seed(1))
+    for step in range(3):
+        data = batch(seed=step)
+        got = {**amp.update_critic(data, noise), **amp.update_actor(data, noise)}
+        want = {**full.update_critic(data, noise), **full.update_actor(data, noise)}
+        for name in ("qf_loss", "actor_loss", "alpha"):
+            assert got[name] == pytest.approx(want[name], rel=2e-2, abs=1e-3), (step, name)
+        assert math.isfinite(got["critic_grad_norm"]) and got["critic_grad_norm"] > 0
+    for a, b in zip(amp.qnet.parameters(), full.qnet.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=2e-2)  # the steps were taken
+
+
+def test_fast_sac_fp16_skips_an_overflowing_step_and_halves_the_loss_scale(monkeypatch):
+    amp, _ = amp_pair(monkeypatch, "fp16")
+    amp.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**100)  # every scaled grad is inf
+    before = [p.detach().clone() for p in amp.qnet.parameters()]
+    metrics = amp.update_critic(batch())
+    assert math.isfinite(metrics["qf_loss"]) and not math.isfinite(metrics["critic_grad_norm"])
+    assert all(torch.equal(a, b) for a, b in zip(before, amp.qnet.parameters(), strict=True))
+    assert amp.scaler.get_scale() == 2.0**99
 
 
 # --- FlashSAC -----------------------------------------------------------------------------------
@@ -343,9 +390,9 @@ def test_flash_sac_learner_dims_actor_updates_and_checkpoint_on_cpu():
     critic = learner.update_critic(data)
     actor = learner.update_actor(data)
     learner.soft_update_target()
-    # Our metric names (FastSAC's, on all three learners): qf_loss, reward_scale, alpha.
-    assert {"qf_loss", "reward_scale"} <= critic.keys()
-    assert {"actor_loss", "alpha"} <= actor.keys()
+    # The reference's metric names, and ours (FastSAC's) beside them.
+    assert {"critic_loss", "reward_scale_std", "qf_loss", "reward_scale"} <= critic.keys()
+    assert {"actor_loss", "temperature", "alpha"} <= actor.keys()
     restored = FlashSACLearner(obs_dim=98, action_dim=29, critic_obs_dim=101, device="cpu")
     restored.load_state_dict(learner.get_state_dict())
     assert restored.get_state_dict()["update_count"] == learner.update_count == 1
@@ -353,9 +400,7 @@ def test_flash_sac_learner_dims_actor_updates_and_checkpoint_on_cpu():
 
 def test_flash_sac_critic_update_does_not_move_the_reward_statistics():
     """Only collected steps (``observe_rewards``) move them, never a sampled batch."""
-    learner = FlashSACLearner(
-        OBS, ACT, CRITIC, num_envs=2, actor_hidden_dim=16, critic_hidden_dim=16, num_blocks=1
-    )
+    learner = FlashSACLearner(OBS, ACT, CRITIC, num_envs=2, **FLASH_SMALL)
     learner.observe_rewards(torch.tensor([[1.0, 2.0]]), torch.zeros(1, 2))
     before = {k: v.clone() for k, v in learner.reward_stats.state_dict().items()}
     learner.update_critic(batch())

@@ -40,10 +40,12 @@ from unilab_jax.algos.reward_scaling import init_reward_stats
 torch.set_num_threads(1)  # tiny networks: see test_torch_sac
 
 OBS, CRITIC, ACT, ENVS = 5, 6, 3, 4  # toy_batch's sizes; 4 envs of reward statistics
-# Tiny sizes; a 4-step cosine decay, so the parity steps run at a decayed learning rate.
+# Tiny sizes (the reference's argument names); a 4-step cosine decay from 1e-3 to 5e-4, so the
+# parity steps run at a decayed learning rate; the temperature's own rate (ours).
 KWARGS = dict(
-    actor_hidden_dim=16, critic_hidden_dim=32, num_blocks=1, num_atoms=11, lr_decay_steps=4,
-    actor_lr=1e-3, critic_lr=1e-3, alpha_lr=1e-2, num_envs=ENVS,
+    actor_hidden_dim=16, critic_hidden_dim=32, actor_num_blocks=1, critic_num_blocks=1,
+    num_atoms=11, learning_rate_peak=1e-3, learning_rate_end=5e-4, learning_rate_decay_steps=4,
+    alpha_lr=1e-2, num_envs=ENVS,
 )  # fmt: skip
 # Bounds of one update, torch vs XLA (float32), relative to each leaf's largest value: the
 # metrics, the new parameters / moments / temperature, the new BatchNorm statistics (a running
@@ -214,11 +216,24 @@ def test_converted_networks_give_the_same_outputs_in_both_modes():
 # --- update parity: one step from identical state, batch and noise ------------------------------
 
 
+#: The reference's metric names the torch learner adds -> ours of the same value (`temperature`,
+#: the alpha before the step, and `reward_scale_std`, sqrt(var G), are checked by value apart).
+REFERENCE_METRICS = {
+    "critic_loss": "qf_loss", "actor_entropy": "policy_entropy",
+    "temperature_loss": "alpha_loss", "temperature": "temperature",
+    "reward_scale_std": "reward_scale_std",
+}  # fmt: skip
+
+
 def update_errors(jax_metrics, torch_metrics, before, jax_after, torch_after, fields):
     """Relative errors, torch vs JAX, of one update: the largest over the metrics, and per
     field of the new state (`max_rel_err`) and of the step's change (the sharper test: Adam
-    divides tiny gradient differences by tiny norms)."""
-    assert set(jax_metrics) == set(torch_metrics)
+    divides tiny gradient differences by tiny norms). The torch learner also reports the
+    reference's names of three of them (`REFERENCE_METRICS`), with the same values."""
+    assert set(jax_metrics) | set(REFERENCE_METRICS) >= set(torch_metrics) >= set(jax_metrics)
+    for reference, ours in REFERENCE_METRICS.items():
+        if reference in torch_metrics:
+            assert torch_metrics[reference] == torch_metrics[ours], reference
     metrics = max(
         abs(float(jax_metrics[k]) - torch_metrics[k]) / max(abs(torch_metrics[k]), 1e-12)
         for k in jax_metrics
@@ -249,6 +264,8 @@ def test_critic_update_and_target_update_match_jax():
     )
     assert float(metrics["reward_scale"]) != 1.0  # the rewards really were scaled
     assert metric_err <= METRIC_RTOL
+    std = float(np.sqrt(np.float32(state.rewards.var)))  # the reference's reward_scale_std
+    assert torch_metrics["reward_scale_std"] == pytest.approx(std, rel=1e-6)
     assert values["critic_params"] <= VALUE_RTOL and values["critic_opt_state"] <= VALUE_RTOL
     assert values["critic_stats"] <= STATS_RTOL
     assert steps["critic_params"] <= STEP_RTOL and steps["critic_opt_state"] <= STEP_RTOL
@@ -272,6 +289,9 @@ def test_actor_and_temperature_update_match_jax():
         metrics, torch_metrics, state, new_state, after, fields
     )
     assert metric_err <= METRIC_RTOL
+    # The reference's `temperature`: alpha before the temperature step (ours, `alpha`: after).
+    assert torch_metrics["temperature"] == pytest.approx(float(np.exp(state.log_alpha)), rel=1e-6)
+    assert torch_metrics["temperature"] != torch_metrics["alpha"]
     assert values.pop("actor_stats") <= STATS_RTOL
     assert max(values.values()) <= VALUE_RTOL and max(steps.values()) <= STEP_RTOL
 

@@ -177,8 +177,11 @@ def get_torch_algo(algo_type: str) -> TorchAlgoSpec:
 def learner_kwargs_from_config(algo_type: str, config: Any) -> dict[str, Any]:
     """The learner's keyword arguments that reproduce ``config`` (the algorithm's core config,
     e.g. a ``TD3Config``) field for field: every field the learner takes, TD3's exploration
-    range as log-stds (``log_std_min`` / ``log_std_max``)."""
-    learner_cls = get_torch_algo(algo_type).learner_cls
+    range as log-stds (``log_std_min`` / ``log_std_max``). FlashSAC takes the config's names
+    (keyword-only beside the reference's) and ``learning_rate_peak=None``: each optimiser at
+    its own rate (the reference's one peak rate would override ``actor_lr`` / ``critic_lr``)."""
+    spec = get_torch_algo(algo_type)
+    learner_cls = spec.learner_cls
     values = dataclasses.asdict(config)
     for name in ("std_min", "std_max"):
         if name in values:
@@ -187,7 +190,10 @@ def learner_kwargs_from_config(algo_type: str, config: Any) -> dict[str, Any]:
     missing = sorted(set(values) - set(accepted) - {"betas"})  # betas: fixed, not an argument
     if missing:
         raise TypeError(f"{learner_cls.__name__} takes no {missing} (from {type(config).__name__})")
-    return {name: value for name, value in values.items() if name in accepted}
+    kwargs = {name: value for name, value in values.items() if name in accepted}
+    if spec.name == "flash_sac":
+        kwargs["learning_rate_peak"] = None
+    return kwargs
 
 
 def build_learner(

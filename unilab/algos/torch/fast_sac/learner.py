@@ -28,7 +28,9 @@ Deliberate deviations from the reference, all matching the JAX core:
   inputs (`obs_normalizer`) and one for critic inputs (`critic_normalizer`); the reference had
   none. Statistics change only through `update_normalizers(obs, critic)`, which the runner
   calls with freshly collected observations, never inside `update_critic`.
-- `use_tanh=False` (a Gaussian without squashing) is refused: the actor always squashes.
+- `use_tanh=False` (a Gaussian without squashing) is refused (`ValueError`): there is one SAC
+  actor, the core's tanh-squashed one, shared by the collector, the "mjx" backend,
+  `load_policy` and exports.
 - A step (critic, actor or temperature) is skipped when its loss *or* its gradient norm is
   non-finite; metrics still report the computed values.
 - `critic_grad_norm` / `actor_grad_norm` are always the pre-clipping global norm.
@@ -39,10 +41,15 @@ Deliberate deviations from the reference, all matching the JAX core:
   rows it is given plus their mirrors, as the JAX core does: a gradient step sees as many rows
   as `update_critic` was given (the reference's runner halved `batch_size` and its learner
   doubled the batch back; `common.symmetry`). An explicit `noise` `[B, A]` covers the
-  augmented rows. `amp_dtype="fp16"` (GradScaler) is not
-  implemented; bf16 autocast is, on CUDA/XPU only, as in the reference. `use_amp`,
-  `use_compile` (CUDA only) and `world_size > 1` (gradient all-reduce; `torch.distributed` must
-  be initialised) follow the reference but are not exercised by the CPU tests.
+  augmented rows.
+- AMP as the reference: `use_amp=True` autocasts on CUDA / XPU only (elsewhere it is ignored
+  and `learner.use_amp` is False, there too), in bf16 (`amp_dtype` auto / bf16) or in fp16,
+  whose losses a `torch.amp.GradScaler` (`learner.scaler`) scales (`scaled_guarded_step`:
+  gradients unscaled before norm and clipping; a step with an overflow skipped and the scale
+  halved). The reference used a scaler on CUDA only; ours on XPU's fp16 too. The CPU tests
+  run both autocast paths on CPU torch by adding "cpu" to `AMP_DEVICES`. `use_compile` (CUDA
+  only) and `world_size > 1` (gradient all-reduce; `torch.distributed` must be initialised)
+  follow the reference but are not exercised by the CPU tests.
 - The checkpoint adds `obs_normalizer` and `critic_normalizer` to the reference's keys.
 """
 
@@ -56,6 +63,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from unilab.algos.torch.common.batch import ACTOR_BATCH_KEYS, CRITIC_BATCH_KEYS
@@ -82,9 +90,12 @@ __all__ = [
     "SACCritic",
     "resolve_amp_dtype",
     "sample_tanh_gaussian",
+    "scaled_guarded_step",
 ]
 
 _DEFAULTS = SACConfig()
+#: The devices on which the reference autocasts with ``use_amp`` (elsewhere it is ignored).
+AMP_DEVICES = ("cuda", "xpu")
 # The learner's keyword arguments that are SACConfig fields (betas is not one: the default).
 _CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(SACConfig) if f.name != "betas")
 Batch = Mapping[str, torch.Tensor]
@@ -130,6 +141,43 @@ class SACCritic(nn.Module):
     def get_value(self, probs: torch.Tensor) -> torch.Tensor:
         """Expected value of `[..., K]` probabilities over the support."""
         return expected_value(probs, self.q_support)
+
+
+def scaled_guarded_step(
+    scaler: torch.amp.GradScaler,
+    loss: torch.Tensor,
+    params: list[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    max_grad_norm: float,
+    world_size: int = 1,
+) -> tuple[torch.Tensor, bool]:
+    """``common.updates.guarded_step`` under fp16 autocast, as the reference's GradScaler path:
+    backward of ``scaler.scale(loss)``, the gradients unscaled (``scaler.unscale_``) before the
+    all-reduce, the norm and the clipping, then ``scaler.step`` (skipped, as ``guarded_step``'s,
+    when the loss or the norm is non-finite) and ``scaler.update()`` either way, which halves
+    the scale after an overflow. Returns ``(grad_norm, stepped)``, the norm unscaled."""
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward(inputs=params)
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    scaler.unscale_(optimizer)
+    grads = [p.grad for p in params]
+    if world_size > 1:  # DDP semantics: the mean gradient, before norm, clipping and step
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        flat /= world_size
+        parts = torch.split(flat, [g.numel() for g in grads])
+        torch._foreach_copy_(grads, [part.view_as(g) for part, g in zip(parts, grads, strict=True)])
+    grad_norm = torch.sqrt(sum(torch.sum(g * g) for g in grads))
+    if max_grad_norm > 0:
+        torch._foreach_mul_(grads, torch.clamp(max_grad_norm / (grad_norm + 1e-6), max=1.0))
+    stepped = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
+    if stepped:
+        scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm.detach(), stepped
 
 
 def resolve_amp_dtype(amp_dtype: str) -> torch.dtype:
@@ -193,8 +241,11 @@ class FastSACLearner(ObsNormalizingLearner):
         given = locals()  # the hyperparameters are SACConfig's fields, by name (betas: default)
         if not use_tanh:
             raise ValueError(
-                "FastSACLearner(use_tanh=False) is not supported: the actor always squashes "
-                "with tanh (the JAX core's SAC); use_tanh=True"
+                "FastSACLearner(use_tanh=False) is not supported: there is one SAC actor, the "
+                "JAX core's tanh-squashed Gaussian, which the collector's copy, the 'mjx' "
+                "backend, checkpoints read by load_policy and exported policies all share (an "
+                "unsquashed one would act differently in each); pass use_tanh=True (actions "
+                "tanh(u) * action_scale + action_bias)"
             )
         self.config = SACConfig(**{name: given[name] for name in _CONFIG_FIELDS})
         self.config.validate()  # one line naming a setting that cannot work, before any net
@@ -265,13 +316,19 @@ class FastSACLearner(ObsNormalizingLearner):
         self.alpha_optimizer = adamw([self.log_alpha], cfg.alpha_lr, 0.0)
 
     def _set_up_amp_and_compile(self, use_amp: bool, amp_dtype: str, use_compile: bool) -> None:
+        """The reference's rules: autocast on CUDA / XPU only (`use_amp` is ignored, and False,
+        elsewhere), `torch.compile` on CUDA only; fp16 scales its losses (`scaler`)."""
         self.amp_dtype = amp_dtype
         self._amp_dtype = resolve_amp_dtype(amp_dtype)  # checked on every device, as the reference
-        amp_device = self.device.type in ("cuda", "xpu")
-        if use_amp and amp_device and self._amp_dtype == torch.float16:
-            raise NotImplementedError("FastSACLearner: fp16 AMP (GradScaler) is not implemented")
-        self._amp = use_amp and amp_device
-        if use_compile and self.device.type == "cuda":
+        self._amp = bool(use_amp) and self.device.type in AMP_DEVICES
+        self.use_amp = self._amp
+        #: fp16 autocast's loss scaler (``torch.amp.GradScaler``, one for both optimisers, as
+        #: the reference's on CUDA), else None (bf16 has float32's range: none needed).
+        self.scaler = None
+        if self._amp and self._amp_dtype == torch.float16:
+            self.scaler = torch.amp.GradScaler(self.device.type)
+        self.use_compile = bool(use_compile) and self.device.type == "cuda"
+        if self.use_compile:
             options = {"triton.cudagraphs": False}
             self.compute_critic_loss = torch.compile(self.compute_critic_loss, options=options)
             self.compute_actor_loss = torch.compile(self.compute_actor_loss, options=options)
@@ -357,19 +414,22 @@ class FastSACLearner(ObsNormalizingLearner):
 
     # --- the learner contract ----------------------------------------------------------------
 
+    def _step(
+        self, loss: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> tuple[torch.Tensor, bool]:
+        """One guarded step of ``module``'s parameters (the loss scaled under fp16 AMP)."""
+        params, clip = list(module.parameters()), self.config.max_grad_norm
+        if self.scaler is None:
+            return guarded_step(loss, params, optimizer, clip, self.world_size)
+        return scaled_guarded_step(self.scaler, loss, params, optimizer, clip, self.world_size)
+
     def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One critic step, then (with `use_autotune`) one temperature step.
 
         `noise`: optional standard normal `[B, A]` for the next-action sample.
         """
         loss, aux = self.compute_critic_loss(augmented(self, batch, CRITIC_BATCH_KEYS), noise)
-        grad_norm, _ = guarded_step(
-            loss,
-            list(self.qnet.parameters()),
-            self.q_optimizer,
-            self.config.max_grad_norm,
-            self.world_size,
-        )
+        grad_norm, _ = self._step(loss, self.qnet, self.q_optimizer)
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.use_autotune:
             # -alpha * mean(logpi' + H_target): the mean first, as the JAX core computes it.
@@ -393,13 +453,7 @@ class FastSACLearner(ObsNormalizingLearner):
     def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One actor step. `noise`: optional standard normal `[B, A]` for the action sample."""
         loss, aux = self.compute_actor_loss(augmented(self, batch, ACTOR_BATCH_KEYS), noise)
-        grad_norm, _ = guarded_step(
-            loss,
-            list(self.actor.parameters()),
-            self.actor_optimizer,
-            self.config.max_grad_norm,
-            self.world_size,
-        )
+        grad_norm, _ = self._step(loss, self.actor, self.actor_optimizer)
         return metrics_to_floats({"actor_loss": loss, "actor_grad_norm": grad_norm, **aux})
 
     def soft_update_target(self) -> None:

@@ -17,8 +17,39 @@ critic's parameters (the target keeps no BatchNorm statistics: it normalises wit
 
 The maths is a transcription of the JAX core (same formulas, operation order and constants);
 `unilab.algos.torch.convert` moves every weight, BatchNorm statistic, optimiser moment and
-count, the temperature and the reward statistics between the two exactly. Defaults are
-`FlashSACConfig`'s, which the learner keeps as `config`.
+count, the temperature and the reward statistics between the two exactly. The learner keeps
+its hyperparameters as a `FlashSACConfig` (`config`).
+
+The constructor is the reference's (`FlashSACLearner` of UniLab 9aa57115: its arguments, order
+and class defaults, which are `FlashSACConfig`'s values), each mapped onto `FlashSACConfig`:
+
+- `critic_min_v` / `critic_max_v` -> `v_min` / `v_max`; `temp_initial_value` -> `alpha_init`;
+  `temp_target_sigma` -> `target_entropy_std` (floored at 1e-6, as the reference);
+  `temp_target_entropy` (given) -> the target entropy itself, held in `config` as the std whose
+  Gaussian has that entropy; `actor_noise_zeta_mu` / `actor_noise_zeta_max` ->
+  `noise_repeat_exponent` / `noise_repeat_max`; `normalize_reward` / `normalized_g_max` ->
+  `reward_scaling` / `g_max`; `actor_num_blocks` and `critic_num_blocks` -> `num_blocks` (the
+  two must be equal: the core has one).
+- Learning rates, as the reference: all three optimisers start at `learning_rate_peak` (at
+  `actor_lr` when it is <= 0; `actor_lr` / `critic_lr` are otherwise unused, there too) and
+  decay on a cosine to `learning_rate_end` over `learning_rate_decay_steps` optimiser steps
+  (`lr_final_ratio = learning_rate_end / start`). `learning_rate_init` is read only by a
+  warm-up, which is refused, so any value is accepted. `learning_rate_peak=None` (ours): each
+  optimiser starts at its own `actor_lr`, `critic_lr`, `alpha_lr`.
+- Refused at construction (`unilab_jax.errors.ConfigError`, a `ValueError`, naming the option,
+  the reason and what to pass): `learning_rate_warmup_steps > 0`, `n_step != 1`,
+  `actor_bc_alpha != 0`, `obs_normalization=True`, `actor_num_blocks != critic_num_blocks`, a
+  `learning_rate_end` outside `(0, start]`, and `use_amp=True` / `use_compile=True` on CUDA or
+  XPU. On a CPU the reference ignores `use_amp` and `use_compile`, and so does this learner
+  (`learner.use_amp` / `use_compile` are then False, as there). `amp_dtype` other than auto /
+  fp16 / bf16 raises `ValueError` in the reference's words, on every device.
+- After them, keyword-only, ours: `num_envs`, `world_size`, the settings the reference fixes
+  (`alpha_lr`, `use_autotune`, `weight_decay`, `max_grad_norm`, `num_q_networks`,
+  `batch_norm_momentum`, `log_std_min`, `log_std_max`; defaults: its values) and
+  `FlashSACConfig`'s names of the reference's settings above (`v_min`, `alpha_init`,
+  `lr_decay_steps`, ...; None: from the reference's argument), which
+  `unilab.algos.torch.registry.build_learner` passes to build a learner of a config. One setting
+  given under both names with different values raises.
 
 Deviations, and where the torch side necessarily differs from the JAX one:
 - Learning rates follow the optimiser's own step count: after every step (and every load)
@@ -33,19 +64,24 @@ Deviations, and where the torch side necessarily differs from the JAX one:
 - The Gaussian log-density is written from the draw, `-(n^2 + 2 log std + log 2 pi) / 2`;
   the reference's `Normal.log_prob(u)` takes `(u - mean)^2 / std^2`, which at this actor's
   small stds keeps few float32 digits (its actor gradient was up to 8e-5 off the exact one).
-- Metrics carry FastSAC's names: `qf_loss`, `policy_entropy`, `alpha_loss`, `alpha` (after
-  the temperature step) and `reward_scale` (the divisor), where the reference logged
-  `critic_loss`, `actor_entropy`, `temperature_loss`, `temperature` (before its step) and
-  `reward_scale_std` (`sqrt(var G)`). The reward statistics differ from the reference's as
-  `unilab_jax.algos.reward_scaling` says.
+- Metrics: the reference's names, `critic_loss` and `reward_scale_std` (`sqrt(var G)`; 1
+  without `normalize_reward`) from `update_critic`, `actor_loss`, `actor_entropy`,
+  `temperature` (before the temperature step) and `temperature_loss` from `update_actor`; and
+  ours beside them, shared with FastSAC and the JAX core: `qf_loss`, `policy_entropy`,
+  `alpha_loss` (the same values), `alpha` (after the step), `reward_scale` (the divisor), the
+  gradient norms, `action_std` and the target's range and clipped mass. The reward statistics
+  differ from the reference's as `unilab_jax.algos.reward_scaling` says; they are fed by
+  `observe_rewards` (the reference's `update_reward_stats` counted an episode's end one step
+  later) and kept as `reward_stats` (the reference's `reward_normalizer`).
 - The facade's collector explores as the JAX loop does: uniform random actions until the
   first actor step, then the Zeta-held noise (`FlashSACActor.explore`). The actor's `updates`
   buffer carries the actor optimiser's step count (`sync_learning_rates` sets it after every
   step and load), so the collector's copy learns it with the weights, and a resumed run
   does not restart the warm-up.
 - No observation normaliser (the input BatchNorm normalises): `obs_normalizer` /
-  `critic_normalizer` are `nn.Identity` so that callers written for FastSAC work unchanged,
-  and `update_normalizers` does nothing. No symmetry augmentation, AMP or `torch.compile`.
+  `critic_normalizer` are `nn.Identity` (the reference's `obs_normalizer` with
+  `obs_normalization=False` too), and `update_normalizers` does nothing. No symmetry
+  augmentation, AMP or `torch.compile`.
 - A batch without a key an update reads raises `common.batch.MissingBatchKeyError` (a
   `KeyError`), as the reference. The facade's runners and `sample_offpolicy_actions` accept the
   reference's `algo_type="flashsac"` beside our `"flash_sac"`.
@@ -56,10 +92,11 @@ Deviations, and where the torch side necessarily differs from the JAX one:
 from __future__ import annotations
 
 import copy
-import dataclasses
+import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -83,15 +120,196 @@ from unilab.algos.torch.flash_sac.networks import (
     without_running_stats,
 )
 from unilab_jax.algos.hyperparams import FlashSACConfig
+from unilab_jax.errors import ConfigError
 from unilab_jax.torch.flash_actor import FlashSACActor
 
 __all__ = ["FlashSACActor", "FlashSACCritic", "FlashSACLearner"]
 
 _DEFAULTS = FlashSACConfig()
-_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(FlashSACConfig))
 Batch = Mapping[str, torch.Tensor]
 #: The keys FlashSAC's actor step reads, the reference's (it runs the actor on `[s; s']`).
 FLASH_ACTOR_BATCH_KEYS = ("obs", "next_obs", "actions", "critic")
+#: The devices on which the reference turns `use_amp` / `use_compile` on (`use_compile`: CUDA).
+_AMP_DEVICES = ("cuda", "xpu")
+#: `FlashSACConfig`'s fields the reference names otherwise -> the reference's argument(s).
+REFERENCE_NAMES = {
+    "v_min": "critic_min_v",
+    "v_max": "critic_max_v",
+    "alpha_init": "temp_initial_value",
+    "target_entropy_std": "temp_target_sigma / temp_target_entropy",
+    "num_blocks": "actor_num_blocks / critic_num_blocks",
+    "noise_repeat_exponent": "actor_noise_zeta_mu",
+    "noise_repeat_max": "actor_noise_zeta_max",
+    "lr_decay_steps": "learning_rate_decay_steps",
+    "lr_final_ratio": "learning_rate_end",
+    "actor_lr": "learning_rate_peak / actor_lr",
+    "critic_lr": "learning_rate_peak / actor_lr",
+    "alpha_lr": "learning_rate_peak / actor_lr",
+    "reward_scaling": "normalize_reward",
+    "g_max": "normalized_g_max",
+}
+
+
+def _refuse(option: str, value: Any, why: str, instead: str) -> NoReturn:
+    raise ConfigError(f"FlashSACLearner({option}={value!r}) is not supported: {why}; {instead}")
+
+
+def _check_amp_dtype(amp_dtype: Any) -> None:
+    """The reference's check of ``amp_dtype`` (case-insensitive), on every device."""
+    if str(amp_dtype).lower() not in ("auto", "fp16", "bf16"):
+        raise ValueError(f"FlashSAC amp_dtype must be one of: auto, fp16, bf16; got {amp_dtype!r}")
+
+
+def _refuse_unsupported(given: Mapping[str, Any], device: torch.device) -> None:
+    """Raise ``ConfigError`` for a reference setting this learner cannot reproduce."""
+    _check_amp_dtype(given["amp_dtype"])
+    if int(given["learning_rate_warmup_steps"]) > 0:
+        _refuse(
+            "learning_rate_warmup_steps", given["learning_rate_warmup_steps"],
+            "the core's schedule (FlashSACConfig) is a cosine decay from the start rate, with "
+            "no linear warm-up from learning_rate_init",
+            "pass learning_rate_warmup_steps=0 (learning_rate_init is then unused, as in the "
+            "reference)",
+        )  # fmt: skip
+    if given["n_step"] != 1:
+        _refuse(
+            "n_step", given["n_step"],
+            "the reference only raised the target's discount to gamma**n_step over one-step "
+            "replay rows, while the core discounts the target and the reward statistics with "
+            "one gamma",
+            "pass n_step=1 and the gamma you want",
+        )  # fmt: skip
+    if given["actor_bc_alpha"] != 0:
+        _refuse(
+            "actor_bc_alpha", given["actor_bc_alpha"],
+            "the core's FlashSAC actor loss has no behaviour-cloning term",
+            "pass actor_bc_alpha=0.0",
+        )  # fmt: skip
+    if given["obs_normalization"]:
+        _refuse(
+            "obs_normalization", given["obs_normalization"],
+            "FlashSAC here keeps no running observation normaliser: the networks' input "
+            "BatchNorm normalises their inputs (the core's FlashSAC)",
+            "pass obs_normalization=False",
+        )  # fmt: skip
+    if given["actor_num_blocks"] != given["critic_num_blocks"]:
+        _refuse(
+            "critic_num_blocks", given["critic_num_blocks"],
+            f"it differs from actor_num_blocks={given['actor_num_blocks']!r}, and the core "
+            "(FlashSACConfig.num_blocks) gives the actor and the critics one depth",
+            "pass the same value to both",
+        )  # fmt: skip
+    if given["use_amp"] and device.type in _AMP_DEVICES:
+        _refuse(
+            "use_amp", given["use_amp"],
+            f"mixed precision is not implemented for FlashSAC (its updates run in float32 on "
+            f"{device.type})",
+            "pass use_amp=False (on a CPU the reference ignores use_amp, and so does this learner)",
+        )  # fmt: skip
+    if given["use_compile"] and device.type == "cuda":
+        _refuse(
+            "use_compile", given["use_compile"],
+            "torch.compile of FlashSAC's updates is not implemented",
+            "pass use_compile=False (eager updates, the same maths; on a CPU the reference "
+            "ignores use_compile, and so does this learner)",
+        )  # fmt: skip
+
+
+def _ours_or_reference(
+    given: Mapping[str, Any], defaults: Mapping[str, Any], ours: str, reference: str, mapped: Any
+) -> Any:
+    """``given[ours]`` (FlashSACConfig's name) when given, else ``mapped`` (the value the
+    reference's argument ``reference`` gives); both given with different values raise."""
+    value = given[ours]
+    if value is None:
+        return mapped
+    if given[reference] != defaults[reference] and value != mapped:
+        raise ConfigError(
+            f"FlashSACLearner: {ours}={value!r} (FlashSACConfig's name) and "
+            f"{reference}={given[reference]!r} (the reference's) set one setting differently; "
+            "pass one of them"
+        )
+    return value
+
+
+def config_settings(
+    given: Mapping[str, Any], defaults: Mapping[str, Any], action_dim: int
+) -> tuple[dict[str, Any], float | None]:
+    """``FlashSACConfig``'s fields from ``FlashSACLearner``'s arguments ``given`` (its
+    ``defaults``), and the target entropy ``temp_target_entropy`` sets (None: from the std)."""
+
+    def pick(ours: str, reference: str, mapped: Any) -> Any:
+        return _ours_or_reference(given, defaults, ours, reference, mapped)
+
+    # The rates: the reference steps all three optimisers at one rate, learning_rate_peak (or
+    # actor_lr when that is <= 0); `learning_rate_peak=None` (ours): each its own.
+    peak = given["learning_rate_peak"]
+    if peak is None:
+        actor_lr, critic_lr = given["actor_lr"], given["critic_lr"]
+    else:
+        actor_lr = critic_lr = peak if peak > 0 else given["actor_lr"]
+    if not (isinstance(actor_lr, int | float) and math.isfinite(actor_lr) and actor_lr > 0):
+        source = "learning_rate_peak" if peak is not None and peak > 0 else "actor_lr"
+        raise ConfigError(
+            f"FlashSACLearner: {source} is {actor_lr!r}; it must be a positive learning rate"
+        )
+    alpha_lr = actor_lr if given["alpha_lr"] is None else given["alpha_lr"]
+    end, decay = given["learning_rate_end"], given["learning_rate_decay_steps"]
+    final_ratio = pick("lr_final_ratio", "learning_rate_end", end / actor_lr)
+    if given["lr_final_ratio"] is None and not 0.0 < final_ratio <= 1.0:
+        _refuse(
+            "learning_rate_end", end,
+            f"the core's cosine decays from the start rate ({actor_lr!r}) to a positive share "
+            "of it at most 1 (FlashSACConfig.lr_final_ratio in (0, 1]), not to zero or upwards",
+            f"pass a learning_rate_end in (0, {actor_lr!r}]",
+        )  # fmt: skip
+    # The target entropy: the reference's target_entropy when given, else that of a Gaussian of
+    # std max(temp_target_sigma, 1e-6) per action dimension; the config holds the std.
+    target_entropy = given["temp_target_entropy"]
+    if target_entropy is None:
+        std = max(float(given["temp_target_sigma"]), 1e-6)
+        std = pick("target_entropy_std", "temp_target_sigma", std)
+    else:
+        target_entropy = float(target_entropy)
+        per_dim = target_entropy / action_dim
+        std = math.sqrt(math.exp(2.0 * per_dim) / (2.0 * math.pi * math.e))
+        std = pick("target_entropy_std", "temp_target_entropy", std)
+        if given["target_entropy_std"] is not None:
+            target_entropy = None  # (equal to the given entropy: computed from the std)
+    settings = dict(
+        gamma=given["gamma"],
+        tau=given["tau"],
+        actor_lr=actor_lr,
+        critic_lr=critic_lr,
+        alpha_lr=alpha_lr,
+        # (the reference's floor of its decay steps: 1)
+        lr_decay_steps=pick("lr_decay_steps", "learning_rate_decay_steps", max(int(decay), 1)),
+        lr_final_ratio=final_ratio,
+        alpha_init=pick("alpha_init", "temp_initial_value", given["temp_initial_value"]),
+        target_entropy_std=std,
+        use_autotune=given["use_autotune"],
+        weight_decay=given["weight_decay"],
+        max_grad_norm=given["max_grad_norm"],
+        actor_hidden_dim=given["actor_hidden_dim"],
+        critic_hidden_dim=given["critic_hidden_dim"],
+        num_blocks=pick("num_blocks", "actor_num_blocks", given["actor_num_blocks"]),
+        num_q_networks=given["num_q_networks"],
+        num_atoms=given["num_atoms"],
+        v_min=pick("v_min", "critic_min_v", given["critic_min_v"]),
+        v_max=pick("v_max", "critic_max_v", given["critic_max_v"]),
+        g_max=pick("g_max", "normalized_g_max", given["normalized_g_max"]),
+        reward_scaling=pick("reward_scaling", "normalize_reward", given["normalize_reward"]),
+        batch_norm_momentum=given["batch_norm_momentum"],
+        log_std_min=given["log_std_min"],
+        log_std_max=given["log_std_max"],
+        noise_repeat_max=pick(
+            "noise_repeat_max", "actor_noise_zeta_max", given["actor_noise_zeta_max"]
+        ),
+        noise_repeat_exponent=pick(
+            "noise_repeat_exponent", "actor_noise_zeta_mu", given["actor_noise_zeta_mu"]
+        ),
+    )
+    return settings, target_entropy
 
 
 class FlashSACLearner:
@@ -102,7 +320,8 @@ class FlashSACLearner:
     next_critic, dones, truncated` (`common.batch`; the actor step reads
     `FLASH_ACTOR_BATCH_KEYS`); rewards raw (the learner scales them). `num_envs`: the envs
     whose returns `observe_rewards` follows (the runner resizes it to its own).
-    `update_count` counts `update_critic` calls.
+    `update_count` counts `update_critic` calls. The reference's arguments come first, in its
+    order and with its defaults; see the module's docstring for how each maps onto `config`.
     """
 
     def __init__(
@@ -111,49 +330,101 @@ class FlashSACLearner:
         action_dim: int,
         critic_obs_dim: int | None = None,
         device: torch.device | str = "cpu",
+        gamma: float = 0.99,
+        tau: float = 0.01,
+        actor_lr: float = 3e-4,
+        critic_lr: float = 3e-4,
+        actor_hidden_dim: int = 128,
+        critic_hidden_dim: int = 256,
+        actor_num_blocks: int = 2,
+        critic_num_blocks: int = 2,
+        num_atoms: int = 101,
+        critic_min_v: float = -5.0,
+        critic_max_v: float = 5.0,
+        temp_initial_value: float = 0.01,
+        temp_target_sigma: float = 0.15,
+        temp_target_entropy: float | None = None,
+        actor_bc_alpha: float = 0.0,
+        actor_noise_zeta_mu: float = 2.0,
+        actor_noise_zeta_max: int = 16,
+        learning_rate_init: float = 3e-4,
+        learning_rate_peak: float | None = 3e-4,
+        learning_rate_end: float = 1.5e-4,
+        learning_rate_warmup_steps: int = 0,
+        learning_rate_decay_steps: int = 500_000,
+        normalize_reward: bool = True,
+        normalized_g_max: float = 5.0,
+        n_step: int = 1,
+        obs_normalization: bool = False,
+        use_amp: bool = False,
+        amp_dtype: str = "auto",
+        use_compile: bool = False,
+        *,
         num_envs: int = 1,
-        gamma: float = _DEFAULTS.gamma,
-        tau: float = _DEFAULTS.tau,
-        actor_lr: float = _DEFAULTS.actor_lr,
-        critic_lr: float = _DEFAULTS.critic_lr,
-        alpha_lr: float = _DEFAULTS.alpha_lr,
-        lr_decay_steps: int = _DEFAULTS.lr_decay_steps,
-        lr_final_ratio: float = _DEFAULTS.lr_final_ratio,
-        alpha_init: float = _DEFAULTS.alpha_init,
-        target_entropy_std: float = _DEFAULTS.target_entropy_std,
+        world_size: int = 1,
+        alpha_lr: float | None = None,
         use_autotune: bool = _DEFAULTS.use_autotune,
         weight_decay: float = _DEFAULTS.weight_decay,
         max_grad_norm: float = _DEFAULTS.max_grad_norm,
-        actor_hidden_dim: int = _DEFAULTS.actor_hidden_dim,
-        critic_hidden_dim: int = _DEFAULTS.critic_hidden_dim,
-        num_blocks: int = _DEFAULTS.num_blocks,
         num_q_networks: int = _DEFAULTS.num_q_networks,
-        num_atoms: int = _DEFAULTS.num_atoms,
-        v_min: float = _DEFAULTS.v_min,
-        v_max: float = _DEFAULTS.v_max,
-        g_max: float = _DEFAULTS.g_max,
-        reward_scaling: bool = _DEFAULTS.reward_scaling,
         batch_norm_momentum: float = _DEFAULTS.batch_norm_momentum,
         log_std_min: float = _DEFAULTS.log_std_min,
         log_std_max: float = _DEFAULTS.log_std_max,
-        noise_repeat_max: int = _DEFAULTS.noise_repeat_max,
-        noise_repeat_exponent: float = _DEFAULTS.noise_repeat_exponent,
-        world_size: int = 1,
+        lr_decay_steps: int | None = None,
+        lr_final_ratio: float | None = None,
+        alpha_init: float | None = None,
+        target_entropy_std: float | None = None,
+        num_blocks: int | None = None,
+        v_min: float | None = None,
+        v_max: float | None = None,
+        g_max: float | None = None,
+        reward_scaling: bool | None = None,
+        noise_repeat_max: int | None = None,
+        noise_repeat_exponent: float | None = None,
     ) -> None:
-        given = locals()  # the hyperparameters are FlashSACConfig's fields, by name
-        self.config = FlashSACConfig(**{name: given[name] for name in _CONFIG_FIELDS})
-        self.config.validate()  # one line naming a setting that cannot work, before any net
+        given = dict(locals())
         self.device = torch.device(device)
+        _refuse_unsupported(given, self.device)
+        settings, target_entropy = config_settings(given, _signature_defaults(), action_dim)
+        self.config = FlashSACConfig(**settings)
+        try:  # one line naming a setting that cannot work, before any net
+            self.config.validate()
+        except ConfigError as error:
+            message = str(error)
+            field = message.split(" ", 1)[0]
+            if field in REFERENCE_NAMES:  # "v_min (the reference's critic_min_v) is ..."
+                message = (
+                    f"{field} (the reference's {REFERENCE_NAMES[field]}){message[len(field) :]}"
+                )
+            raise ConfigError(f"FlashSACLearner: {message}") from None
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
         self.world_size = world_size
-        # The entropy of a Gaussian of std `target_entropy_std` in every action dimension.
-        std = self.config.target_entropy_std
-        self.target_entropy = 0.5 * action_dim * math.log(2.0 * math.pi * math.e * std**2)
+        # The reference's attributes of what it would not do here (CPU) or what is refused.
+        self.use_amp = False
+        self.amp_dtype = amp_dtype
+        self.use_compile = False
+        self.n_step = 1
+        self.actor_bc_alpha = 0.0
+        if target_entropy is None:
+            # The entropy of a Gaussian of std `target_entropy_std` in every action dimension.
+            std = self.config.target_entropy_std
+            target_entropy = 0.5 * action_dim * math.log(2.0 * math.pi * math.e * std**2)
+        self.target_entropy = target_entropy
         self.update_count = 0
         self._build_networks(num_envs)
         self._build_optimizers()
+
+    @property
+    def gamma(self) -> float:
+        """The discount (`config.gamma`), the reference's attribute."""
+        return self.config.gamma
+
+    @property
+    def tau(self) -> float:
+        """The target's Polyak rate (`config.tau`), the reference's attribute."""
+        return self.config.tau
 
     def _build_networks(self, num_envs: int) -> None:
         """Actor, critic ensemble and its target (projected, as the JAX init), temperature,
@@ -347,8 +618,12 @@ class FlashSACLearner:
             self.qnet, self.q_optimizer, lambda: self.compute_critic_loss(batch, noise)
         )  # fmt: skip
         self.update_count += 1
-        metrics = {"qf_loss": loss, "critic_grad_norm": grad_norm, **aux}
-        return metrics_to_floats({**metrics, "reward_scale": self.reward_scale()})
+        # The reference's names first (`reward_scale_std`: sqrt(var G), 1 without scaling),
+        # then ours (`qf_loss` is `critic_loss`; `reward_scale`: the rewards' divisor).
+        scale_std = torch.sqrt(self.reward_stats.var) if self.config.reward_scaling else 1.0
+        metrics = {"critic_loss": loss, "reward_scale_std": scale_std, "qf_loss": loss}
+        metrics.update(critic_grad_norm=grad_norm, **aux, reward_scale=self.reward_scale())
+        return metrics_to_floats(metrics)
 
     def update_actor(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One actor step, then (with `use_autotune`) one temperature step. `noise`: optional
@@ -357,14 +632,27 @@ class FlashSACLearner:
             self.actor, self.actor_optimizer, lambda: self.compute_actor_loss(batch, noise)
         )  # fmt: skip
         log_prob = aux.pop("log_prob")
+        alpha_before = self.alpha
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.use_autotune:
             # -alpha * (mean logpi + H_target): the mean first, as the JAX core computes it.
             error = torch.mean(log_prob) + self.target_entropy
             alpha_loss = -(torch.exp(self.log_alpha.reshape(())) * error)
             self._step(alpha_loss, [self.log_alpha], self.alpha_optimizer)
-        metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
-        return metrics_to_floats({**metrics, "alpha_loss": alpha_loss, "alpha": self.alpha})
+        # The reference's names first (`temperature`: before the temperature step), then ours
+        # (`policy_entropy` is `actor_entropy`, `alpha_loss` is `temperature_loss`; `alpha`:
+        # after the step).
+        metrics = {
+            "actor_loss": loss,
+            "actor_entropy": aux["policy_entropy"],
+            "temperature": alpha_before,
+            "temperature_loss": alpha_loss,
+            "actor_grad_norm": grad_norm,
+            **aux,
+            "alpha_loss": alpha_loss,
+            "alpha": self.alpha,
+        }
+        return metrics_to_floats(metrics)
 
     def soft_update_target(self) -> None:
         """Polyak-average the critic's parameters into `qnet_target` with rate `tau`."""
@@ -398,3 +686,10 @@ class FlashSACLearner:
         self.reward_stats.load_state_dict(state_dict["reward_stats"])
         self.sync_learning_rates()  # (a checkpoint's rates already are)
         self.update_count = int(state_dict["update_count"])
+
+
+@functools.cache
+def _signature_defaults() -> dict[str, Any]:
+    """``FlashSACLearner``'s argument defaults by name."""
+    params = inspect.signature(FlashSACLearner.__init__).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
