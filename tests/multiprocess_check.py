@@ -10,7 +10,8 @@ With one compile, through the Python API on ``jax.distributed``:
    trains it on to 6 in ``OUT_DIR/C``: a resume across process counts;
 3. restores its own checkpoint 6 and checks it equals the state it trained;
 4. builds a Trainer with a different seed on each process: must fail naming the setting;
-5. damages a file of checkpoint 2 (process 0) and restores it: must fail on both processes.
+5. damages the array data files of checkpoint 2's agent (process 0) and restores it: must
+   fail on both processes.
 
 Prints one JSON line.
 """
@@ -82,11 +83,14 @@ def main() -> int:
         report["mismatch_error"] = str(err)
 
     folder = out / "B" / "checkpoints" / "2" / "agent"
-    if pid == 0:
-        victim = max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
-        data = bytearray(victim.read_bytes())
-        data[len(data) // 2] ^= 0xFF
-        victim.write_bytes(bytes(data))
+    if pid == 0:  # 16 bytes flipped in the middle of each of the item's array data files
+        data_files = [p for p in folder.rglob("*") if p.is_file() and "/d/" in str(p)]
+        assert data_files, sorted(map(str, folder.rglob("*")))
+        for victim in data_files:
+            data = bytearray(victim.read_bytes())
+            middle = len(data) // 2
+            data[middle : middle + 16] = bytes(b ^ 0xFF for b in data[middle : middle + 16])
+            victim.write_bytes(bytes(data))
     multihost_utils.sync_global_devices("damaged")
     try:
         restore_checkpoint(out / "B" / "checkpoints", trainer.init_state(), step=2)
