@@ -6,7 +6,8 @@ Where a mirror map can go wrong, and the test that catches it:
   kinds (roll / yaw / hip abduction flip, pitch keeps), and the mirrored pose must put every
   body at the mirror image of its partner's place (forward kinematics, the real models);
 * the observation layout (command, gait clock, pseudo-vectors): the observation of the
-  mirrored state must be the mirrored observation, and the reward and termination unchanged;
+  mirrored state must be the mirrored observation, and the reward and termination unchanged
+  (Go2: the mirrored state's clock, which the batch shares, is half a cycle on);
 * the dynamics: the mirrored state stepped with the mirrored action must give the mirrored next
   state, on C MuJoCo for every robot (``envs.make(..., sim_backend="mujoco")``: the same task
   code) and on MJX for Go1 (the task's ``Env``; MJX's G1 step alone took a minute to compile).
@@ -14,15 +15,17 @@ Where a mirror map can go wrong, and the test that catches it:
 The robot models are not exactly left-right symmetric (measured with this file's
 :func:`symmetrized`: the G1 torso's centre of mass sits 0.34 mm off the sagittal plane and its
 shoulders 10 um off their mirror places; the Go1 trunk's centre of mass is 2 mm off and its calf
-masses 1 mm; G1's left sole capsule 1 ends 1 mm off the mirror of the right foot's). Stepping
-the real models, that asymmetry dominates (C MuJoCo, one control step, worst of 24 states: G1
-1.8e-3 in qpos and 9e-2 rad/s in qvel, Go1 1e-2 and 1.8 rad/s), so the dynamics tests step
-*symmetrized* copies (each body's mass, centre of mass, inertia and position averaged with its
-partner's mirror; G1's capsule made the mirror of its partner). There the mirror error is the
-solver's rounding: measured at most 4e-15 / 1.2e-12 (qpos / qvel) on C MuJoCo in float64 (G1's
-float32 state rounds it away: 0) and 3e-6 / 8.5e-4 on MJX in float32 (its 2-3 Newton
-iterations do not converge, so the float32 rounding of a permuted problem stays visible), while
-one wrong joint sign gives about 0.1 / 2-17.
+masses 1 mm; G1's left sole capsule 1 ends 1 mm off the mirror of the right foot's; the Go2
+base's products of inertia xy, yz are 1.2e-4, -3.1e-5 kg m^2 (of 0.1) and its FL upper calf
+cylinder is not the mirror of FR's: radius 12 vs 13 mm). Stepping the real models, that
+asymmetry dominates (C MuJoCo, one control step, worst of 24 states: G1 1.8e-3 in qpos and
+9e-2 rad/s in qvel, Go1 1e-2 and 1.8 rad/s; Go2, 16 states, 3.9e-5 and 3.1e-3), so the
+dynamics tests step *symmetrized* copies (each body's mass, centre of mass, inertia and
+position averaged with its partner's mirror; G1's capsule and Go2's cylinder made the mirror of
+their partners). There the mirror error is the solver's rounding: measured at most 4e-15 /
+1.2e-12 (qpos / qvel) on C MuJoCo in float64 (G1's and Go2's float32 state rounds it away: 0)
+and 3e-6 / 8.5e-4 on MJX in float32 (its 2-3 Newton iterations do not converge, so the float32
+rounding of a permuted problem stays visible), while one wrong joint sign gives about 0.1 / 2-17.
 """
 
 from __future__ import annotations
@@ -46,13 +49,21 @@ from unilab_jax.algos.td3 import make_td3, make_td3_networks, td3_actor_loss, td
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs import load, make, make_task, registry
 from unilab_jax.envs.base import Env, observation_groups
-from unilab_jax.envs.mirror import MirrorMap, SignedPermutation, concat, left_right_partner
+from unilab_jax.envs.mirror import (
+    PSEUDOVECTOR,
+    VECTOR,
+    MirrorMap,
+    SignedPermutation,
+    concat,
+    left_right_partner,
+)
 from unilab_jax.envs.robots.assets import RobotAssetError, robot_mjcf_path
+from unilab_jax.envs.robots.go2 import feet_phase as go2_feet_phase
 from unilab_jax.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(900)
 
-ROBOT = {"G1WalkFlat": "g1", "Go1JoystickFlat": "go1"}  # Go2JoystickFlat has no mirror
+ROBOT = {"G1WalkFlat": "g1", "Go1JoystickFlat": "go1", "Go2JoystickFlat": "go2"}
 TASKS = sorted(ROBOT)
 REFLECT = np.diag([1.0, -1.0, 1.0])
 PAIRS = 4  # states per check; each is stepped next to its mirror in one batch of 2 * PAIRS
@@ -60,9 +71,20 @@ PAIRS = 4  # states per check; each is stepped next to its mirror in one batch o
 
 #: Config overrides of the tasks these tests build: no observation noise (the mirrored
 #: observation is compared with the mirrored one entry by entry) and, for the dynamics, no
-#: per-episode gains (a mirrored pair must run on the same model).
-OVERRIDES = {"G1WalkFlat": {"noise_level": 0.0}}
-SAME_GAINS = {"G1WalkFlat": {"kp_multiplier_range": (1.0, 1.0), "kd_multiplier_range": (1.0, 1.0)}}
+#: per-episode randomisation (a mirrored pair must run on the same model) and no pushes.
+OVERRIDES = {"G1WalkFlat": {"noise_level": 0.0}, "Go2JoystickFlat": {"noise_level": 0.0}}
+_SAME_GAINS = {"kp_multiplier_range": (1.0, 1.0), "kd_multiplier_range": (1.0, 1.0)}
+SAME_DR = {
+    "G1WalkFlat": _SAME_GAINS,
+    "Go2JoystickFlat": {
+        **_SAME_GAINS,
+        "added_mass_range": (0.0, 0.0),
+        "com_offset_x_range": (0.0, 0.0),
+        "push_interval": 0,
+    },
+}
+#: The task-state key of the last action (the observation's and ``action_rate``'s).
+LAST_ACTION = {"Go2JoystickFlat": "action"}
 
 
 @functools.cache
@@ -121,29 +143,52 @@ def symmetrized(model: mujoco.MjModel) -> mujoco.MjModel:
 def _symmetric_task(name: str):
     """A fresh task whose model is :func:`symmetrized` (skipped without the robot asset)."""
     _real_task(name)
-    task = make_task(name, {**OVERRIDES.get(name, {}), **SAME_GAINS.get(name, {})})
+    task = make_task(name, {**OVERRIDES.get(name, {}), **SAME_DR.get(name, {})})
     symmetrized(task.model)
+    model = task.model
     if name == "G1WalkFlat":
         # mjlab's left sole capsule 1 ends at y = -0.027, its mirror (right capsule 7) at
         # 0.026: the right foot's capsule is the exact mirror of the left's other edge.
-        model = task.model
         left, right = (model.geom(f"{s}_foot1_collision").id for s in ("left", "right"))
-        for field in ("geom_pos", "geom_quat", "geom_size", "geom_rbound", "geom_aabb"):
-            getattr(model, field)[left] = getattr(model, field)[right]
+    elif name == "Go2JoystickFlat":
+        # Menagerie's FL upper calf cylinder (radius 12 mm, 8 mm forward, tilted 12 degrees)
+        # is not the FR one's (13 mm, 10 mm, 11.5 degrees; RL, RR as FR): made FR's, which
+        # lies in the calf's x-z plane, so it is its own mirror.
+        left, right = (model.geom(f"{s}_calf_geom1").id for s in ("FL", "FR"))
+    else:
+        return task
+    for field in ("geom_pos", "geom_quat", "geom_size", "geom_rbound", "geom_aabb"):
+        getattr(model, field)[left] = getattr(model, field)[right]
     return task
 
 
 def mirror_task_state(name: str, state: dict, mirror: MirrorMap) -> dict:
     """The task carry of the mirrored robot: the command and last action mirrored; the gait
     clock of the mirrored feet (G1: the left and right feet's phases swap; quadrupeds: the
-    phase shifts by half a cycle, so the trot pairs swap)."""
+    phase shifts by half a cycle, so the trot pairs swap; Go2's feet phases, which its
+    observation reads, follow its clock, which its reward reads)."""
     state = dict(state)
     state["command"] = state["command"] * jnp.array([1.0, -1.0, -1.0])
-    state["last_action"] = mirror.action.apply(state["last_action"])
+    last = LAST_ACTION.get(name, "last_action")
+    state[last] = mirror.action.apply(state[last])
     if name == "G1WalkFlat":
         state["gait_phase"] = state["gait_phase"][..., ::-1]
+    elif name == "Go2JoystickFlat":
+        state["phase"] = jnp.mod(state["phase"] + jnp.float32(0.5), jnp.float32(1.0))
+        state["feet_phase"] = go2_feet_phase(state["phase"])
     else:
         state["phase"] = jnp.mod(state["phase"] + math.pi, 2.0 * math.pi)
+    return state
+
+
+def _task_state(name: str, task, seed: int, rng: np.random.Generator) -> dict:
+    """A task carry with a random command, last action and (Go2) gait clock."""
+    state = task.init_task_state(jax.random.PRNGKey(seed))
+    last = jnp.asarray(rng.uniform(-1.0, 1.0, task.action_size), jnp.float32)
+    state[LAST_ACTION.get(name, "last_action")] = last
+    if name == "Go2JoystickFlat":  # its clock starts at 0 (feet phases all 0): one mid-cycle
+        state["phase"] = jnp.float32(rng.uniform(0.0, 1.0))
+        state["feet_phase"] = go2_feet_phase(state["phase"])
     return state
 
 
@@ -181,16 +226,23 @@ def test_registry_names_the_tasks_with_a_mirror_and_others_have_none():
 @pytest.mark.parametrize("name", TASKS)
 def test_joint_signs_read_from_the_axes_match_the_joint_kinds(name):
     """Roll and yaw joints (G1) and hip abduction (quadrupeds) flip sign, pitch joints keep it:
-    what the MJCF axes gave must be what the joint names say."""
+    what the MJCF axes gave must be what the joint names say, over the joints (qpos / qvel)
+    and over the actuators (the action; Go2's order is not its joints')."""
     task = _real_task(name)
-    joints = [task.model.joint(j).name for j in range(1, task.model.njnt)]
+    model = task.model
     flips = ("roll", "yaw") if name == "G1WalkFlat" else ("hip",)
-    expected = SignedPermutation(
-        tuple(joints.index(left_right_partner(j)) for j in joints),
-        tuple(-1.0 if any(k in j for k in flips) else 1.0 for j in joints),
-    )
+
+    def expected(joints: list[str]) -> SignedPermutation:
+        return SignedPermutation(
+            tuple(joints.index(left_right_partner(j)) for j in joints),
+            tuple(-1.0 if any(k in j for k in flips) else 1.0 for j in joints),
+        )
+
+    joints = [model.joint(j).name for j in range(1, model.njnt)]
+    actuated = [model.joint(j).name for j in model.actuator_trnid[:, 0]]
     mirror = task.mirror
-    assert mirror.action == expected
+    assert mirror.action == expected(actuated)
+    assert mirror.qvel == concat(VECTOR, PSEUDOVECTOR, expected(joints))
     sizes = Env(task, name).obs_size
     assert (mirror.obs.size, mirror.critic.size) == (sizes["obs"], sizes["critic"])
     assert (mirror.qpos.size, mirror.qvel.size) == (task.model.nq, task.model.nv)
@@ -239,8 +291,7 @@ def test_observation_of_the_mirrored_state_is_the_mirrored_observation(name):
     for seed in range(4):
         data.qpos[:], data.qvel[:] = _random_pose(task, rng)
         action = jnp.asarray(rng.uniform(-1.0, 1.0, task.action_size), jnp.float32)
-        state = task.init_task_state(jax.random.PRNGKey(seed))
-        state["last_action"] = jnp.asarray(rng.uniform(-1.0, 1.0, task.action_size), jnp.float32)
+        state = _task_state(name, task, seed, rng)
         data.ctrl[:] = np.asarray(task.ctrl_from_action(action, state))
         mirrored.qpos[:] = mirror.qpos.apply(data.qpos)
         mirrored.qvel[:] = mirror.qvel.apply(data.qvel)
@@ -331,6 +382,8 @@ def test_mjx_mirrored_state_steps_to_the_mirrored_next_state(mjx_case):
 
 @pytest.mark.parametrize("name", TASKS)
 def test_c_mujoco_mirrored_state_steps_to_the_mirrored_next_state(name):
+    """Physics only: the task carries stay unmirrored, so Go2's batch-wide gait clock (which
+    no env of a batch can hold half a cycle on) does not matter; its ctrl does not read it."""
     task = _symmetric_task(name)
     mirror = task.mirror
     scratch = f"test/{name}-symmetrized"

@@ -67,7 +67,23 @@ leg (hip, thigh, calf). Actuators, hence the action and ``ctrl``: FR, FL, RR, RL
   thrown around by +-1 actions reach -0.53 (golden rollout), uniform random actions -0.15
   (32 envs x 200 steps on C MuJoCo). The default value support is
   ``reward_bounds / (1 - gamma)``.
-* No left-right mirror (the reference defines no symmetry for Go2).
+* **Mirror** (``Task.mirror``; ours, the reference defines no symmetry for Go2): the reflection
+  through the sagittal plane (``unilab_jax.envs.mirror``). "obs": gyro as a pseudo-vector
+  ``(-x, y, -z)``, ``-upvector`` as a vector ``(x, -y, z)``, joint positions and velocities
+  over the joint order and the action over the actuator order by :func:`hinge_mirror` (FL <->
+  FR, RL <-> RR; hips flip sign, thighs and calves keep it), the command ``(vx, -vy, -yaw)``,
+  the feet phases FL <-> FR, RL <-> RR; "critic" adds the linear velocity as a vector; qpos /
+  qvel by :func:`floating_base_mirror`. Swapping the feet phases is the clock half a cycle on,
+  so a mirrored transition is one of the robot whose clock is ``phase + 0.5``: the reward is
+  the same (every term is left-right symmetric: the feet terms sum over the swapped feet with
+  their swapped phases), as are the noise, the domain randomisation (scalar gains, base mass,
+  centre of mass along x, gravity and push drawn symmetric in y) and the command box (vy, yaw
+  rate symmetric). The batch shares one clock, so a mirrored row is a state no env of *this*
+  batch is in, but one of the same task (what symmetry augmentation needs); the first
+  observation's all-zero feet phases are their own mirror. The model is nearly symmetric: the
+  base's products of inertia xy, yz are 1.2e-4, -3.1e-5 kg m^2 (of 0.1) and Menagerie's FL
+  upper calf cylinder is not FR's mirror (radius 12 vs 13 mm); a mirrored pair one control
+  step on differs by at most 4e-5 in qpos, 3e-3 in qvel (``tests/test_symmetry.py``).
 
 Per-episode model constants: C MuJoCo runs ``mj_setConst`` on each simulation's model after
 its DR fields change, as the reference does; MJX replaces the fields but not the constants
@@ -96,6 +112,17 @@ import mujoco
 import numpy as np
 
 from unilab_jax.envs.base import MODEL_PARAMS_KEY, Task
+from unilab_jax.envs.mirror import (
+    COMMAND,
+    PSEUDOVECTOR,
+    VECTOR,
+    MirrorMap,
+    SignedPermutation,
+    concat,
+    floating_base_mirror,
+    hinge_mirror,
+    left_right_partner,
+)
 from unilab_jax.envs.robots.common import setconst_weights
 from unilab_jax.envs.robots.go2_config import Go2JoystickFlatConfig
 from unilab_jax.envs.robots.go2_model import (
@@ -211,10 +238,28 @@ class Go2JoystickFlat(Task):
             "linvel": cfg.noise_linvel,
         }
         self._weights = {name: float(getattr(cfg, f"w_{name}")) for name in REWARD_TERMS}
+        self._mirror = self._build_mirror()
 
     @property
     def model(self) -> mujoco.MjModel:
         return self._model
+
+    @property
+    def mirror(self) -> MirrorMap:
+        """Left-right mirror map (module docstring, "Mirror"); not the reference's."""
+        return self._mirror
+
+    def _build_mirror(self) -> MirrorMap:
+        model = self._model
+        joint_names = [model.joint(j).name for j in range(1, model.njnt)]  # qpos order
+        joints = hinge_mirror(model, joint_names)
+        actuated = [model.joint(j).name for j in model.actuator_trnid[:, 0]]  # FR, FL, RR, RL
+        action = hinge_mirror(model, actuated)
+        # Feet (FL, FR, RL, RR): FL <-> FR, RL <-> RR, i.e. the clock half a cycle on.
+        feet = SignedPermutation(tuple(FEET.index(left_right_partner(f)) for f in FEET), (1.0,) * 4)
+        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, action, COMMAND, feet)
+        qpos, qvel = floating_base_mirror(joints)
+        return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=action, qpos=qpos, qvel=qvel)
 
     @property
     def sensor_slices(self) -> dict[str, slice]:
