@@ -19,17 +19,20 @@ def with_ddpg(monkeypatch):
     monkeypatch.setitem(registry.ALGOS, "ddpg", toy_algo.SPEC)
 
 
-def test_one_registry_row_trains_checkpoints_loads_and_exports_a_new_algorithm(with_ddpg, tmp_path):
-    from unilab_jax.cli.train_options import build_parser, configs_from_args
+def test_one_registry_row_trains_checkpoints_loads_and_exports_a_new_algorithm(
+    with_ddpg, tmp_path, capsys
+):
+    from unilab_jax.cli.train import main, parse_args
     from unilab_jax.policy import load_policy
     from unilab_jax.policy.export import export_policy, verify_export
     from unilab_jax.training.trainer import train
 
     # The command line knows it: --algo ddpg parses, its options are its config's fields.
-    args = build_parser().parse_args(["--algo", "ddpg", "--preset", "none", "--tau", "0.01"])
-    config, algo, _ = configs_from_args(args)
+    _, config, algo, _ = parse_args(["--algo", "ddpg", "--preset", "none", "--tau", "0.01"])
     assert (config.algo, algo) == ("ddpg", {"tau": 0.01})
-    assert "ddpg (DDPG)" in build_parser().format_help()  # --algo lists the registry
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "ddpg (DDPG)" in capsys.readouterr().out  # --algo lists the registry
 
     run = tmp_path / "ddpg"
     result = train(TINY.replace(algo="ddpg", save_interval=6), TINY_SAC, log_dir=run,

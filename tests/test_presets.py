@@ -107,9 +107,9 @@ def test_flash_sac_runs_its_papers_recipe_on_an_accelerator_and_sacs_sizes_on_a_
 
 
 def cli_configs(*argv: str):
-    from unilab_jax.cli.train_options import build_parser, configs_from_args
+    from unilab_jax.cli.train import parse_args
 
-    return configs_from_args(build_parser().parse_args(list(argv)))
+    return parse_args(list(argv))[1:]
 
 
 def test_the_cli_applies_the_preset_and_the_options_given_win(tmp_path, monkeypatch):
