@@ -27,7 +27,7 @@ def run(trainer):
 def test_train_step_compiles_once(trainer, run):
     assert trainer.trace_counter[0] == 1  # in the background, from state_shapes(), beside init
     # The shapes it compiled for are the state's, shardings included: the step took the state.
-    shapes, state = trainer.state_shapes(), trainer.init_state()
+    shapes, state = trainer.collection.state_shapes(), trainer.init_state()
     for shape, leaf in zip(jax.tree.leaves(shapes), jax.tree.leaves(state), strict=True):
         assert (shape.shape, shape.dtype) == (leaf.shape, leaf.dtype)
         assert shape.sharding.is_equivalent_to(leaf.sharding, leaf.ndim)
@@ -155,9 +155,9 @@ def test_periodic_evaluation_every_interval_and_at_the_end_compiled_once(trainer
     )
     # Compiled once, in the background while the step compiled, for every evaluation (a
     # Compiled never retraces: a call with another layout would raise).
-    assert isinstance(trainer._evaluators[4], jax.stages.Compiled)
+    assert isinstance(trainer.collection.evaluators[4], jax.stages.Compiled)
     # Full float32 matrix multiplies everywhere the trainer compiles (the default precision).
-    for program in (trainer._evaluators[4], *trainer._steps.values()):
+    for program in (trainer.collection.evaluators[4], *trainer._steps.values()):
         precisions = set(re.findall(r"operand_precision=\{([a-z]+),", program.as_text()))
         assert precisions == {"highest"}, precisions
     assert dataclasses.replace(TINY, eval_interval=0, eval_envs=4).resolved_eval_interval == 0

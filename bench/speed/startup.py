@@ -10,7 +10,7 @@ Our child (the task at our CPU preset) times, in order, with ``time.perf_counter
 (running it once); ``first eval`` (the first deterministic evaluation: what is left of its
 compile, then the run); ``eval run`` (a second one, compiled). ``launch`` is the parent's
 ``Popen`` to the child's first line (interpreter start). Three orders, one row each: as
-``train()`` runs (the step compiles in a background thread from ``Trainer.state_shapes()``
+``train()`` runs (the step compiles in a background thread from ``MjxCollection.state_shapes()``
 while init compiles and runs, then the evaluator compiles beside what is left of it); the
 step compiled after init with the evaluator beside it (what ``train()`` did before it
 compiled the step beside init); and everything in turn (the evaluator compiled at its first

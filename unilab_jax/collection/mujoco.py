@@ -87,8 +87,8 @@ __all__ = ["MujocoCollection", "collector_device"]
 class MujocoCollection:
     """C MuJoCo collection plus the chunk-fed learner step, for one ``Trainer``.
 
-    ``init_state``, ``state_shapes``, ``precompile``, ``block_step`` and ``evaluate_episodes``
-    are what ``Trainer`` delegates to with ``physics="mujoco"``; ``close`` stops the threads.
+    ``init_state``, ``compile_step``, ``precompile_evaluator`` and ``evaluate_episodes`` are
+    the interface ``Trainer`` holds (``MjxCollection``'s too); ``close`` stops the threads.
     """
 
     def __init__(
@@ -245,6 +245,12 @@ class MujocoCollection:
         on_device = {d for leaf in jax.tree.leaves(agent_state) for d in leaf.devices()}
         return agent_state if on_device == {self.device} else self._policy_copy(agent_state)
 
+    def compile_step(self, num_iterations: int, precision: Callable[[], Any]) -> Callable:
+        """The block step of ``num_iterations`` iterations (one compiled chunk step serves every
+        block length)."""
+        self.compile(precision)
+        return self.block_step(num_iterations, precision)
+
     def block_step(self, num_iterations: int, precision: Callable[[], Any]) -> Callable:
         """``step(state) -> (state, metrics)``: ``num_iterations`` iterations of collection and
         learning, ``metrics`` laid out as the fused step's (leaves ``[num_iterations]``)."""
@@ -287,7 +293,14 @@ class MujocoCollection:
         return step
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate_episodes(self, agent_state: Any, num_envs: int, seed: int) -> tuple[float, float]:
+    def precompile_evaluator(
+        self, agent_state: Any, num_envs: int, precision: Callable[[], Any]
+    ) -> None:
+        """Nothing to compile: C MuJoCo evaluation runs the jitted actor already compiled."""
+
+    def evaluate_episodes(
+        self, agent_state: Any, num_envs: int, seed: int, precision: Callable[[], Any] | None = None
+    ) -> tuple[float, float]:
         """``(mean return, mean length)`` of one deterministic episode per env on C MuJoCo,
         from unstaggered resets keyed by ``seed`` (as the MJX evaluation's). In a
         multi-process run each process runs its share of the episodes (a collective)."""

@@ -1,10 +1,9 @@
 """Training on the host: ``Trainer`` builds and compiles once, ``train`` runs.
 
 ``Trainer`` builds the env, the agent (from ``unilab_jax.algos.registry``), the mesh and the
-compiled step for one ``TrainConfig``: the fused MJX step (``unilab_jax.collection.step``), or with
-``physics="mujoco"`` C MuJoCo collection feeding a chunk step (``unilab_jax.collection.mujoco``);
-either
-way a block step ``state -> (state, metrics)`` of the same layout, compiled once per block
+compiled step for one ``TrainConfig``: a collection (``unilab_jax.collection``, chosen by
+``physics``: the fused MJX step, or C MuJoCo threads feeding a chunk-fed learner step) that
+gives a block step ``state -> (state, metrics)`` of the same layout, compiled once per block
 length (in the background where it can: ``unilab_jax.training.compiling``).
 
 ``train`` sets a run up around it: the run's settings (``unilab_jax.training.run_settings``: the
@@ -26,21 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
 
 from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.algos.symmetry import resolve_mirror
-from unilab_jax.collection.mujoco import MujocoCollection
-from unilab_jax.collection.step import (
-    TrainState,
-    make_evaluate,
-    make_init_fn,
-    make_mesh,
-    make_train_step,
-    state_specs,
-)
+from unilab_jax.collection import make_collection
+from unilab_jax.collection.step import TrainState, make_mesh
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.distributed import processes
 from unilab_jax.envs import cpu_linalg, load
@@ -137,22 +127,18 @@ class Trainer:
         cpu_linalg.install_on_cpu()
         self.mesh = make_mesh(config.num_devices)
         self.trace_counter = [0]
-        #: C MuJoCo collection (``physics="mujoco"``), else None (the fused MJX step).
-        self.collection: MujocoCollection | None = None
-        if config.physics == "mujoco":
-            self.collection = MujocoCollection(
-                config, self.env, self.agent, self.mesh, self.trace_counter
-            )
-        self.init = make_init_fn(config, self.env, self.agent, self.mesh)
+        #: How the run collects (``collection.make_collection`` by ``config.physics``): the
+        #: fused MJX step, or C MuJoCo threads feeding a chunk-fed learner step.
+        self.collection = make_collection(
+            config, self.env, self.agent, self.mesh, self.trace_counter
+        )
         self._steps: dict[int, Any] = {}
         #: Seconds each step length took to compile (in the background or not).
         self.step_compile_seconds: dict[int, float] = {}
-        self._evaluators: dict[int, Any] = {}
 
     def close(self) -> None:
         """Release what the trainer holds outside JAX (the C MuJoCo threads); idempotent."""
-        if self.collection is not None:
-            self.collection.close()
+        self.collection.close()
 
     def precision(self):
         """``jax.default_matmul_precision(config.matmul_precision)``: every function the
@@ -162,42 +148,7 @@ class Trainer:
     def init_state(self, seed: int | None = None) -> TrainState:
         seed = self.config.seed if seed is None else seed
         with self.precision():
-            if self.collection is not None:
-                return self.collection.init_state(seed)
-            return self.init(jax.random.PRNGKey(seed))
-
-    def state_shapes(self) -> TrainState:
-        """The ``TrainState`` that ``init_state`` returns, as ``jax.ShapeDtypeStruct`` leaves with
-        its shardings: what compiling the step needs, without running (or compiling) init."""
-        with self.precision():
-            shapes = jax.eval_shape(self.init, jax.random.PRNGKey(0))
-
-        replicated = NamedSharding(self.mesh, PartitionSpec())
-
-        def shard(spec: PartitionSpec, subtree: Any) -> Any:
-            sharding = NamedSharding(self.mesh, spec)
-            # JAX hands an empty array (MJX's unused fields, e.g. `act [envs, 0]`) out of
-            # `shard_map` replicated, whatever its spec: what init returns, the step must take.
-            return jax.tree.map(
-                lambda x: jax.ShapeDtypeStruct(
-                    x.shape, x.dtype, sharding=replicated if x.size == 0 else sharding
-                ),
-                subtree,
-            )
-
-        return jax.tree.map(
-            shard, state_specs(), shapes, is_leaf=lambda x: isinstance(x, PartitionSpec)
-        )
-
-    def _compile_step(self, state: Any, num_iterations: int) -> Any:
-        if self.collection is not None:  # one chunk step serves every block length
-            self.collection.compile(self.precision)
-            return self.collection.block_step(num_iterations, self.precision)
-        jitted = make_train_step(
-            self.config, self.env, self.agent, self.mesh, num_iterations, self.trace_counter
-        )
-        with self.precision():  # per thread: set it in the thread that traces
-            return jitted.lower(state).compile()
+            return self.collection.init_state(seed)
 
     def precompile_step(self, num_iterations: int) -> None:
         """Start compiling the ``num_iterations`` step in a background thread and return at once,
@@ -205,9 +156,9 @@ class Trainer:
         reset) and the evaluator's compile run meanwhile, and ``step_fn`` waits for what is
         left. ``train`` calls it first."""
         if num_iterations not in self._steps:
-            shapes = self.state_shapes() if self.collection is None else None
             self._steps[num_iterations] = Background(
-                lambda: self._compile_step(shapes, num_iterations), f"compile-step-{num_iterations}"
+                lambda: self.collection.compile_step(num_iterations, self.precision),
+                f"compile-step-{num_iterations}",
             )
 
     def step_fn(self, state: TrainState, num_iterations: int):
@@ -215,7 +166,7 @@ class Trainer:
         step = self._steps.get(num_iterations)
         if step is None:
             start = time.perf_counter()
-            step = self._compile_step(state, num_iterations)
+            step = self.collection.compile_step(num_iterations, self.precision)
             self.step_compile_seconds[num_iterations] = time.perf_counter() - start
         elif isinstance(step, Background):
             background, step = step, step.result()
@@ -227,20 +178,7 @@ class Trainer:
         """Start compiling the evaluator of ``num_envs`` envs for ``state``'s layout in a
         background thread and return at once: the training step compiles and runs meanwhile,
         and the first evaluation only waits for what is left. ``train`` calls it."""
-        if num_envs in self._evaluators or self.collection is not None:
-            return
-        fn = make_evaluate(self.env, self.agent.act, num_envs)
-        # Shapes and shardings now: the step donates (deletes) the state's buffers later.
-        agent = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state.agent
-        )
-        key = jax.ShapeDtypeStruct((2,), jax.numpy.uint32)
-
-        def compile_evaluator():
-            with self.precision():  # a thread of its own: the setting is per thread
-                return fn.lower(agent, key).compile()
-
-        self._evaluators[num_envs] = Background(compile_evaluator, f"compile-eval-{num_envs}")
+        self.collection.precompile_evaluator(state.agent, num_envs, self.precision)
 
     def evaluate(self, state: TrainState, num_envs: int = 64, seed: int = 0) -> float:
         """Mean return of one deterministic episode in each of ``num_envs`` fresh envs."""
@@ -251,15 +189,7 @@ class Trainer:
     ) -> tuple[float, float]:
         """``(mean return, mean length)`` of one deterministic episode in each of ``num_envs``
         fresh envs (compiled once per ``num_envs``; on C MuJoCo with ``physics="mujoco"``)."""
-        if self.collection is not None:
-            return self.collection.evaluate_episodes(state.agent, num_envs, seed)
-        if num_envs not in self._evaluators:
-            self._evaluators[num_envs] = make_evaluate(self.env, self.agent.act, num_envs)
-        if isinstance(self._evaluators[num_envs], Background):
-            self._evaluators[num_envs] = self._evaluators[num_envs].result()
-        with self.precision():  # a first call traces
-            mean, _, lengths = self._evaluators[num_envs](state.agent, jax.random.PRNGKey(seed))
-        return float(mean), float(np.mean(lengths))
+        return self.collection.evaluate_episodes(state.agent, num_envs, seed, self.precision)
 
 
 def default_log_dir(config: TrainConfig, started: datetime.datetime) -> Path:
