@@ -11,8 +11,11 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 # The CLI tests give the sizes they test; per-task presets are tested on their own.
 os.environ["UNILAB_JAX_PRESET"] = "none"
+# The suite's compiled programs persist between runs and between clones on this machine (a
+# clean clone in CI compiles only what changed since the last run); UNILAB_JAX_TEST_CACHE names
+# another folder (e.g. an empty one, for a cold run).
 _CACHE = Path(
-    os.environ.get("UNILAB_JAX_TEST_CACHE", Path(__file__).resolve().parents[1] / ".jax_cache")
+    os.environ.get("UNILAB_JAX_TEST_CACHE", Path.home() / ".cache" / "unilab_jax" / "test-xla")
 )
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE))
 # The suite compiles more than it runs: LLVM at -O1 instead of XLA's default level took a fifth

@@ -306,10 +306,10 @@ class MujocoCollection:
         multi-process run each process runs its share of the episodes (a collective)."""
         vec = self._eval_envs.get(num_envs)
         if vec is None:
-            processes, index = jax.process_count(), jax.process_index()
-            if num_envs < processes:  # too few to share: every process runs them all
-                processes, index = 1, 0
-            first, end = index * num_envs // processes, (index + 1) * num_envs // processes
+            count, index = jax.process_count(), jax.process_index()
+            if num_envs < count:  # too few to share: every process runs them all
+                count, index = 1, 0
+            first, end = index * num_envs // count, (index + 1) * num_envs // count
             vec = MujocoVecEnv(self.task, self.config.env, end - first, seed,
                                nthread=self.threads, device=self.device,
                                rows=(first, num_envs))  # fmt: skip
