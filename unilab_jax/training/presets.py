@@ -109,13 +109,14 @@ _PLAYGROUND_LOCOMOTION = ("Go1", "Go2", "G1", "H1", "T1", "Berkeley", "Spot", "A
 # What our robots' cpu preset adds (C MuJoCo collection; bench/learning/locomotion.py measured TD3
 # walking Go1 after about 8,000 iterations and G1 after about 14,000 with these).
 _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log_interval=200)
-# The reference's robots on a CPU learn with symmetry augmentation (their mirror maps:
-# envs/robots/{g1,go2}.py); TD3 also explores with narrower noise (std 0.05-0.4, the
-# reference's 0.2-0.8 at action scale 1 topples G1 at once). bench/learning/locomotion.py on
-# the reference's G1 (256 envs, the CPU shared): without either, TD3 ended episodes after 65-74
-# steps at 3.6M env steps; TD3 with both ran 67% of 64 deterministic episodes to the time limit
-# at 1.5M, SAC with symmetry 75% at 1.5M (bench/RESULTS.md).
-_MIRRORED_ROBOTS = ("G1WalkFlat", "Go2JoystickFlat")
+# The reference's G1 on a CPU learns with symmetry augmentation (its mirror map: envs/robots/
+# g1.py); TD3 also explores with narrower noise (std 0.05-0.4, the reference's 0.2-0.8 at action
+# scale 1 topples G1 at once). bench/learning/locomotion.py on the reference's G1 (256 envs, the
+# CPU shared): without either, TD3 ended episodes after 65-74 steps at 3.6M env steps; TD3 with
+# both ran 67% of 64 deterministic episodes to the time limit at 1.5M, SAC with symmetry 75% at
+# 1.5M (bench/RESULTS.md). Go2 needs neither: SAC at the plain preset walked it by 0.5M env
+# steps (tracking 0.90 of its maximum, every episode to the time limit).
+_MIRRORED_ROBOTS = ("G1WalkFlat",)
 _MIRRORED_ROBOTS_CPU_ALGO = {
     "sac": dict(use_symmetry=True),
     "td3": dict(use_symmetry=True, std_min=0.05, std_max=0.4),
@@ -329,7 +330,7 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
                 preset,
                 algo=algo,
                 source=f"{preset.source}; symmetry augmentation (TD3 with exploration std "
-                "0.05-0.4) on the reference's robots",
+                "0.05-0.4) on the reference's G1",
             )
         return preset
     return preset
