@@ -1,8 +1,7 @@
-"""The G1WalkFlat MJX step the G1 tests run: one definition, called only from
-``test_reference_g1.py`` (the golden MJX test and the MJX smoke tests), so its compiled program
-(over a minute on a 2-core CPU: 42 collision geoms, a 100-iteration Newton solver, a full
-forward pass for the reset) is compiled by one test worker; ``test_robots_g1.py`` uses the env
-and the state builder without compiling the step.
+"""The G1WalkFlat MJX step that both G1 test files run (``test_reference_g1.py``,
+``test_robots_g1.py``): one definition, so its compiled program (over a minute on a 2-core CPU:
+42 collision geoms, a 100-iteration Newton solver, a full forward pass for the reset) is
+compiled once and shared through the persistent compile cache.
 
 States are built here without running ``reset`` (whose compile would cost as much again): the
 physics is the model's blank data at the given ``(qpos, qvel)``, which a step needs nothing

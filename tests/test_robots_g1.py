@@ -2,9 +2,8 @@
 sizes, a reset, random-action rollouts on both backends, termination, the penalty curriculum's
 batch carry. Agreement with the reference itself is ``tests/test_reference_g1.py``.
 
-The rollouts here run on C MuJoCo, whose steps cost milliseconds; the MJX smoke tests (a reset
-through the step's reset path, random actions) live in ``tests/test_reference_g1.py`` beside
-the golden MJX test, so one test file (one worker) compiles the G1 MJX step.
+The MJX step is the one compiled program ``tests/g1_mjx.py`` shares with the golden tests (the
+persistent compile cache); the long rollout runs on C MuJoCo, whose steps cost milliseconds.
 """
 
 from __future__ import annotations
@@ -35,6 +34,18 @@ def env():
     return g1_mjx.shared()[0]
 
 
+@pytest.fixture(scope="module")
+def mjx_rollout(env):
+    """MJX: a batch reset through the step's own reset path, then 3 random-action steps."""
+    step = g1_mjx.shared()[1]
+    reset = step(g1_mjx.fresh_states(env, jax.random.PRNGKey(0)), jnp.zeros((NUM_ENVS, 29)))
+    states, state = [reset], reset
+    for k in jax.random.split(jax.random.PRNGKey(1), 3):
+        state = step(state, jax.random.uniform(k, (NUM_ENVS, 29), minval=-1.0, maxval=1.0))
+        states.append(state)
+    return states
+
+
 def _terms_sum(metrics: dict) -> np.ndarray:
     return sum(np.asarray(v) for k, v in metrics.items() if k != "reward/penalty_scale")
 
@@ -54,6 +65,39 @@ def test_sizes_and_spec(env):
     # The reward is at most 0.02 x (2 + 1.5 + 5 + 10) = 0.37.
     assert lo < 0.0 and 0.37 < hi < 0.5
     assert task.mirror is not None and task.mirror.obs.size == 98
+
+
+def test_mjx_reset_stands_upright_with_its_episode_draws(env, mjx_rollout):
+    reset = mjx_rollout[0]
+    assert bool(jnp.all(reset.truncated)) and not bool(jnp.any(reset.step_count))
+    obs, critic = np.asarray(reset.obs["obs"]), np.asarray(reset.obs["critic"])
+    ts = reset.task_state
+    # Upright torso: minus its z axis is (0, 0, -1); joints at the stand pose up to noise.
+    np.testing.assert_allclose(obs[:, 3:6], np.tile([0.0, 0.0, -1.0], (NUM_ENVS, 1)), atol=2e-3)
+    np.testing.assert_allclose(critic[:, 6:35], 0.0, atol=1e-6)
+    assert np.abs(obs[:, 6:35]).max() <= 0.01 + 1e-6
+    np.testing.assert_array_equal(obs[:, 64:93], 0.0)  # no action yet
+    np.testing.assert_array_equal(obs[:, 93:96], np.asarray(ts["command"]))
+    np.testing.assert_array_equal(obs[:, 96:98], np.asarray(ts["gait_phase"]))
+    np.testing.assert_allclose(obs[:, 97] - obs[:, 96], math.pi, atol=1e-6)
+    # The reset's base velocity U(-0.5, 0.5) shows in the pelvis IMU's velocity (x 2).
+    assert 0.0 < np.abs(critic[:, 98:]).max() < 2.0 * (0.5 * math.sqrt(3) + 0.5 * 0.1) + 0.1
+    np.testing.assert_allclose(np.asarray(reset.physics.qpos[:, 2]), 0.754, atol=1e-6)
+    # Per-episode gains in the task state, one multiplier per env.
+    kp = (
+        np.asarray(ts["model"]["actuator_gainprm"][:, :, 0]) / env.task.model.actuator_gainprm[:, 0]
+    )
+    assert np.all((kp > 0.9 - 1e-6) & (kp < 1.1 + 1e-6)) and np.ptp(kp, axis=1).max() < 1e-6
+    np.testing.assert_array_equal(ts["penalty_scale"], 0.5)
+
+
+def test_mjx_random_actions_stay_finite_and_the_terms_sum_to_the_reward(mjx_rollout):
+    for state in mjx_rollout[1:]:
+        for leaf in jax.tree.leaves((state.obs, state.reward, state.physics.qpos)):
+            assert bool(jnp.all(jnp.isfinite(leaf)))
+        np.testing.assert_allclose(_terms_sum(state.metrics), state.reward, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(state.metrics["reward/penalty_scale"], 0.5)
+        assert bool(jnp.all(state.reward < 0.37))
 
 
 @pytest.fixture(scope="module")
