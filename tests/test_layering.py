@@ -138,3 +138,19 @@ def test_the_core_is_packages_by_role_with_four_top_modules():
         "algos", "analysis", "cli", "collection", "distributed", "envs", "policy", "torch",
         "training",
     ]  # fmt: skip
+
+
+def test_no_private_name_is_imported_across_modules():
+    """A ``_name`` is its module's own: a file that needs another's private name was cut to a
+    size, not around a concept (what one module lends another is public)."""
+    borrowed = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGES):
+                private = [
+                    a.name
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.endswith("__")  # __version__ is public
+                ]
+                borrowed += [f"{name}:{node.lineno} {node.module}.{p}" for p in private]
+    assert borrowed == []
