@@ -1,6 +1,7 @@
-"""Collection and the device program: the fused MJX step with its learner updates (``step``),
-the replay buffer (``replay``), and C MuJoCo collection on CPU threads (``mujoco``: the
-collection schedule the trainer drives; ``collector``: the threads and their device)."""
+"""Collection and the device program, one interface per physics (``make_collection``): MJX
+collection inside the fused step (``mjx``; the step with its learner updates: ``step``; the
+replay buffer: ``replay``) and C MuJoCo collection on CPU threads (``mujoco``: the schedule the
+trainer drives; ``collector``: the threads and their device)."""
 
 from __future__ import annotations
 
