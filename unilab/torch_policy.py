@@ -19,7 +19,7 @@ from typing import Any
 
 from unilab_jax.algos.hyperparams import settings_from_json
 from unilab_jax.policy import Policy, PolicyReader, agent_template
-from unilab_jax.training.checkpoint import CheckpointError
+from unilab_jax.training.checkpoint import META_FILE, CheckpointError
 
 __all__ = ["READER", "TorchMissingError", "find_torch_checkpoint", "read_torch_policy"]
 
@@ -49,7 +49,7 @@ def find_torch_checkpoint(path: str | Path, step: int | None = None) -> Path | N
             raise ValueError(f"{path} is the checkpoint of iteration {_model_iteration(path)}, "
                              f"not {step}: pass its folder to choose the iteration")  # fmt: skip
         return path
-    if not path.is_dir() or (path / "checkpoints").is_dir() or (path / "meta.json").is_file():
+    if not path.is_dir() or (path / "checkpoints").is_dir() or (path / META_FILE).is_file():
         return None
     models = {n: p for p in path.glob("model_*.pt") if (n := _model_iteration(p)) is not None}
     if not models:
