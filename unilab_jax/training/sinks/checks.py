@@ -47,7 +47,7 @@ class CheckpointSink(BaseSink):
             self._best = score
         if not (due or best):
             return None
-        path = self.save_final(record["iteration"], state, record.get("eval_return"))
+        path = self.save_final(record["iteration"], state, score)
         return {"checkpoint": path}
 
     def save_final(self, iteration: int, state: Any, eval_return: float | None = None) -> str:
