@@ -73,16 +73,27 @@ class Recipe:
     our_algo: str
     speed: dict
     ref_cpu: dict
+    speed_algo: tuple[str, str] | None = None
+    """(the reference's, ours) for the speed part when it differs from learning's."""
+
+    def for_speed(self) -> Recipe:
+        """This recipe with the speed part's algorithms."""
+        if self.speed_algo is None:
+            return self
+        return dataclasses.replace(self, ref_algo=self.speed_algo[0], our_algo=self.speed_algo[1])
 
 
 RECIPES = {
-    # The reference trains G1 off-policy with TD3 (its td3 owner; sac's is the same env). On a
-    # CPU its authors' recipe (spec/reference_unilab.md): 256 envs, batch 512, 4 updates per
-    # iteration, widths 128/256; the rest is the owner's.
+    # G1: the reference's SAC owner (task/sac/g1_walk_flat/mujoco.yaml: symmetry augmentation,
+    # alpha_init 0.001), at the sizes its authors give for a CPU (spec/reference_unilab.md: 256
+    # envs, batch 512, 4 updates per iteration, widths 128/256); the rest is the owner's. TD3's
+    # owner has no symmetry, and without it G1 falls (bench/RESULTS.md, the CPU recipe notes).
+    # The speed part matches the learner work of TD3 (the sizes above, the first one measured).
     "G1WalkFlat": Recipe(
         ref_task="g1_walk_flat",
-        ref_algo="td3",
-        our_algo="td3",
+        ref_algo="sac",
+        our_algo="sac",
+        speed_algo=("td3", "td3"),
         speed=dict(
             num_envs=256,
             batch_size=512,
@@ -96,15 +107,16 @@ RECIPES = {
             updates_per_step=4,
             actor_hidden_dim=128,
             critic_hidden_dim=256,
-            learning_starts=4,
         ),  # fmt: skip
     ),
     # Go2's only MuJoCo owner is flashsac's (1024 envs, batch 2048, 2 updates, widths 128/256).
-    # Scaled to this CPU as for G1: a quarter of the envs and of the batch.
+    # Scaled to this CPU as for G1: a quarter of the envs and of the batch. Ours learns with SAC
+    # at our preset (it walked Go2 by 0.5M env steps); speed matches FlashSAC's learner work.
     "Go2JoystickFlat": Recipe(
         ref_task="go2_joystick_flat",
         ref_algo="flashsac",
-        our_algo="flash_sac",
+        our_algo="sac",
+        speed_algo=("flashsac", "flash_sac"),
         speed=dict(
             num_envs=256,
             batch_size=512,
@@ -204,8 +216,10 @@ def reference_policy(recipe: Recipe, task: str, checkpoint: Path, scratch: Path)
     env = load(task)
     cls = TORCH_ALGOS[recipe.our_algo].learner_cls
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "device"}
-    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"],
-                  **{k: v for k, v in params.items() if k in accepted})  # fmt: skip
+    kwargs = {k: v for k, v in params.items() if k in accepted}
+    if kwargs.get("use_symmetry"):  # the task's mirror map in place of the reference's contract
+        kwargs["mirror"] = env.mirror
+    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **kwargs)
     learner.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False))
     iteration = int(checkpoint.stem.split("_")[1])
     meta = checkpoint_meta(learner, TrainConfig(env=task, algo=recipe.our_algo), "mujoco")
@@ -245,7 +259,7 @@ def _child(what: str, spec: dict, timeout: float) -> dict:
 
 # ----------------------------------------------------------------------------- the parts
 def speed(args: argparse.Namespace, task: str) -> list[dict]:
-    recipe = RECIPES[task]
+    recipe = RECIPES[task].for_speed()
     settings = {**recipe.speed, "learning_starts": 4}
     train, algo_set = our_settings(recipe, settings)
     rows = []
@@ -315,11 +329,16 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- results
+def _run_key(row: dict) -> tuple:
+    return row["task"], row["part"], row["side"], row.get("seed", 0)
+
+
 def merge_rows(new: list[dict]) -> list[dict]:
-    """The family's one file: ``new`` replaces the old rows of the same (task, part, side)."""
+    """The family's one file: ``new`` replaces the old rows of the same run (task, part, side,
+    seed), so the sides and seeds of a task can be run one invocation at a time."""
     old = json.loads(ROWS.read_text()) if ROWS.exists() else []
-    replaced = {(r["task"], r["part"], r["side"]) for r in new}
-    rows = [r for r in old if (r["task"], r["part"], r["side"]) not in replaced] + new
+    replaced = {_run_key(r) for r in new}
+    rows = [r for r in old if _run_key(r) not in replaced] + new
     ROWS.write_text(json.dumps(rows, indent=1))
     return rows
 
@@ -437,6 +456,10 @@ def plot(task: str, rows: list[dict]) -> None:
     plt.close(fig)
 
 
+def _seeds(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", nargs="?", choices=("run", "report"), default="run")
@@ -446,13 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="speed,learn", help="speed, learn or both")
     parser.add_argument("--speed-iterations", type=int, default=300)
     parser.add_argument("--ref-minutes", type=float, default=60.0)
-    parser.add_argument("--ref-seeds", type=lambda s: [int(x) for x in s.split(",")],
-                        default=[1])  # fmt: skip
+    parser.add_argument("--ref-seeds", type=_seeds, default=[1], help="'' for none")
     parser.add_argument("--ref-save-interval", type=int, default=500)
     parser.add_argument("--our-minutes", type=float, default=45.0)
     parser.add_argument("--facade-minutes", type=float, default=45.0)
-    parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
-                        default=[0, 1, 2])  # fmt: skip
+    parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2], help="ours; '' for none")
     parser.add_argument("--our-snapshot-every", type=int, default=1000)
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=3600)
