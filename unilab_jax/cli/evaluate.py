@@ -11,6 +11,7 @@ from typing import Literal
 from tyro.conf import Positional
 
 from unilab_jax.cli.options import STEP_HELP, documented, error, parse
+from unilab_jax.errors import CheckpointError
 
 __all__ = ["Evaluate", "main"]
 
@@ -37,28 +38,19 @@ class Evaluate:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(documented(Evaluate, step=STEP_HELP), argv, prog="unilab-jax evaluate")
-    if args.episodes < 1:
-        return error(f"--episodes must be >= 1, got {args.episodes}")
-    from unilab_jax.envs import UnknownEnvError
     from unilab_jax.policy import evaluate, load_policy
-    from unilab_jax.training.checkpoint import CheckpointError
 
     try:
         policy = load_policy(args.run, args.step)
         result = evaluate(policy, args.env, args.episodes, args.seed, physics=args.physics)
-    except (FileNotFoundError, CheckpointError, UnknownEnvError, ValueError) as err:
+    except (FileNotFoundError, CheckpointError, ValueError) as err:  # UnknownEnvError too
         return error(str(err))
-    report = {"checkpoint": policy.checkpoint, "env": args.env or policy.env, "algo": policy.algo,
-              "iteration": policy.iteration, **result.as_dict()}  # fmt: skip
-    if args.json:
-        print(json.dumps(report))
-        return 0
-    limit = report.get("time_limit_rate")
-    print(
-        f"{report['env']} ({policy.algo}, iteration {policy.iteration}): mean return "
-        f"{report['mean_return']:.3f} +- {report['std_return']:.3f} (min "
-        f"{report['min_return']:.3f}, max {report['max_return']:.3f}) over {report['episodes']} "
-        f"episodes, mean length {report['mean_length']:.1f}"
-        + ("" if limit is None else f", {100 * limit:.0f}% reached the time limit")
-    )
+    r = {"checkpoint": policy.checkpoint, "env": args.env or policy.env, "algo": policy.algo,
+         "iteration": policy.iteration, **result.as_dict()}  # fmt: skip
+    limit = "" if result.time_limit is None else f", {100 * r['time_limit_rate']:.0f}% reached "
+    print(json.dumps(r) if args.json else (
+        f"{r['env']} ({policy.algo}, iteration {policy.iteration}): mean return "
+        f"{r['mean_return']:.3f} +- {r['std_return']:.3f} (min {r['min_return']:.3f}, max "
+        f"{r['max_return']:.3f}) over {r['episodes']} episodes, mean length "
+        f"{r['mean_length']:.1f}{limit and limit + 'the time limit'}"))  # fmt: skip
     return 0

@@ -10,7 +10,7 @@ from typing import Literal
 
 from tyro.conf import Positional
 
-from unilab_jax.cli.options import STEP_HELP, documented, error, parse
+from unilab_jax.cli.options import STEP_HELP, documented, error, parse, values
 from unilab_jax.policy import export
 
 __all__ = ["Export", "main"]
@@ -39,45 +39,13 @@ class Export:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = documented(Export, step=STEP_HELP)
-    args = parse(
-        options, argv, prog="unilab-jax export", description=" ".join(_DESCRIPTION.split())
-    )
-    missing = export.missing_dependencies(args.format)
-    if args.samples < 1:
-        return error(f"--samples must be >= 1, got {args.samples}")
-    if missing:
-        return error(f"--format {args.format} needs {', '.join(missing)}: {export.EXPORT_EXTRA}")
-    if not Path(args.run).exists():
-        return error(f"{args.run} does not exist: pass a run's log dir, its checkpoints/ folder "
-                     "or one checkpoint's folder")  # fmt: skip
-    if args.out.is_dir():
-        return error(f"--out {args.out} is a directory; name the file to write")
-    from unilab_jax.envs import UnknownEnvError
-    from unilab_jax.policy import load_policy
-    from unilab_jax.training.checkpoint import CheckpointError
-
+    options, about = documented(Export, step=STEP_HELP), " ".join(_DESCRIPTION.split())
+    args = parse(options, argv, prog="unilab-jax export", description=about)
     try:
-        policy = load_policy(args.run, args.step)
-        path, diff = export.write_checked(policy, args.format, args.out, args.samples)
+        print(export.export_run(**values(args)))
     except export.ExportVerificationError as err:  # written, but it failed its check
         error(str(err))
         return 1
-    except (
-        FileNotFoundError,
-        CheckpointError,
-        UnknownEnvError,
-        ValueError,
-        export.ExportError,
-    ) as err:
+    except export.EXPORT_ERRORS as err:
         return error(str(err))
-    normaliser = getattr(policy.algo_config, "obs_normalization", False)
-    print(
-        f"wrote {path} ({args.format}, {path.stat().st_size} bytes): {policy.algo} policy of "
-        f"{policy.env} at iteration {policy.iteration}, obs [batch, {policy.obs_dim}] -> action "
-        f"[batch, {policy.action_dim}] in [-1, 1], "
-        f"{'normaliser included' if normaliser else 'no separate normaliser'}\nchecked: max "
-        f"|exported - JAX policy| = {diff:.3g} over {args.samples} random observations "
-        f"(tolerance {export.TOLERANCE:g})"
-    )
     return 0

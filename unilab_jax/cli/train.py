@@ -11,28 +11,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shlex
 import signal
 import sys
-import traceback
 from dataclasses import dataclass
 from typing import Literal
 
 from unilab_jax.algos.registry import ALGOS, get_algo
 from unilab_jax.cli.options import documented, error, parse, values
-from unilab_jax.config import LOGGERS, ConfigError, TrainConfig, with_host_devices
+from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.distributed import processes
 from unilab_jax.distributed.cluster import detected_cluster
 from unilab_jax.errors import CheckpointError
 from unilab_jax.training import interrupts
-from unilab_jax.training.presets import PRESET_CHOICES, family_of, get_preset, preset_line
-from unilab_jax.training.resume import ResumeError, checkpoint_folder
+from unilab_jax.training.presets import PRESET_CHOICES, get_preset, preset_line, task_list
+from unilab_jax.training.resume import ResumeError, checkpoint_folder, resume_command
 from unilab_jax.training.rundir import probe_log_dir
 
-__all__ = ["LAUNCH_OPTIONS", "RunOptions", "main", "parse_args"]
-
-#: The options ``unilab-jax launch`` sets for each process.
-LAUNCH_OPTIONS = ("--num-processes", "--process-id", "--coordinator-address")
+__all__ = ["RunOptions", "main", "parse_args"]
 _ABOUT = (
     "Train an algorithm with the fused, jitted, data-parallel JAX loop. The defaults shown are "
     "--env's preset's (else the bare ones) or --config FILE's, and --algo's settings (--algo td3 "
@@ -146,22 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     previous = signal.signal(signal.SIGTERM, _stop_before_training)  # until train() has its own
     try:
-        code = _main(argv)
-    except BaseException as err:
-        if not processes.is_multiprocess():
-            raise
-        # A failed process of several exits at once, without jax.distributed's shutdown barrier
-        # (it would wait for peers still busy): the others fail on its closed connections.
-        code = getattr(err, "code", None)
-        if not isinstance(code, int):
-            traceback.print_exception(err)
-        processes.hard_exit(code if isinstance(code, int) else 1)
+        return processes.exit_as_one_of_several(lambda: _main(argv))
     finally:
         if signal.getsignal(signal.SIGTERM) is _stop_before_training:
             signal.signal(signal.SIGTERM, previous)
-    if processes.is_multiprocess() and code not in (0, 128 + signal.SIGINT, 128 + signal.SIGTERM):
-        processes.hard_exit(code)
-    return code
 
 
 def _stop_before_training(signum, frame):
@@ -176,17 +159,11 @@ def _main(argv: list[str]) -> int:
         process_zero = not (first.process_id or getattr(detected_cluster(), "process_id", 0))
         if first.run.log_dir and process_zero:  # process 0 claims it, the others do not
             probe_log_dir(first.run.log_dir)
-        if first.run.list_envs:  # playground/* and brax/* with the [adapters] extra
-            from unilab_jax.envs import available_names
-
-            print("\n".join(f"{n}  preset: {family_of(n) or 'none'}" for n in available_names()))
+        if first.run.list_envs:
+            print(task_list())
             return 0
         run, config, algo, line = _second_stage(argv, first)
-        # Before JAX creates its CPU client: this process's devices (and one more for C MuJoCo's
-        # overlapped collection's own JAX code).
-        overlap = config.physics == "mujoco" and config.collection == "overlap"
-        count = processes.local_device_count(config) + overlap
-        os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), count)
+        processes.request_host_devices(config)  # before JAX starts
         if line and not run.quiet and process_zero:
             print(line, flush=True)
         from unilab_jax.training.trainer import train
@@ -204,7 +181,7 @@ def _main(argv: list[str]) -> int:
             raise
         return error(str(err))
     except interrupts.RunStopped as stop:  # train() saved the block and wrote the summary
-        print(f"\n{stop}. Resume with: {_resume_command(argv, stop.log_dir)}", file=sys.stderr)
+        print(f"\n{stop}. Resume with: {resume_command(argv, stop.log_dir)}", file=sys.stderr)
         code = stop.exit_code
         for signum in (signal.SIGINT, signal.SIGTERM):  # a further one ends the teardown at once
             signal.signal(signum, lambda signum, frame: processes.hard_exit(code))
@@ -220,7 +197,7 @@ def _main(argv: list[str]) -> int:
         processes.hard_exit(128 + signum)
     except (CheckpointError, processes.ProcessLostError) as err:  # a failed save or process
         fix = "free space or fix the file system, then " if isinstance(err, CheckpointError) else ""
-        resume = _resume_command(argv, err.log_dir)
+        resume = resume_command(argv, err.log_dir)
         print(f"\nerror: {err}. Training stopped; {fix}resume with: {resume}", file=sys.stderr)
         return 1
     except FloatingPointError as err:  # EnvNaNError, LearnerDivergedError, C MuJoCo's
@@ -230,17 +207,3 @@ def _main(argv: list[str]) -> int:
     if run.quiet and processes.is_primary():
         print(json.dumps(result.summary))
     return 0
-
-
-def _resume_command(argv: list[str], log_dir) -> str:
-    """This run's command line, continuing from ``log_dir`` into ``log_dir``."""
-    prefix = processes.launch_prefix()  # started by unilab-jax launch: resume through it
-    drop = {"--resume", "--log-dir", "--resume-step", *(LAUNCH_OPTIONS if prefix else ())}
-    kept, value = [], False
-    for arg in argv:  # less the options ``drop`` and their values
-        name = arg.split("=", 1)[0]
-        if not value and name not in drop:
-            kept.append(arg)
-        value = not value and name in drop and "=" not in arg
-    command = shlex.join([*kept, "--resume", str(log_dir), "--log-dir", str(log_dir)])
-    return f"{prefix or 'python -m unilab_jax.train'} {command}"

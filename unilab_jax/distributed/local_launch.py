@@ -1,8 +1,8 @@
 """Several local processes of one training run, supervised: each started in its own session
 (a terminal's Ctrl+C reaches the supervisor only) and killed when the supervisor dies (Linux);
 SIGINT and SIGTERM forwarded to all; the first failure kills the rest; a process still running
-``exit_grace`` seconds after another finished is killed as hung. ``unilab-jax launch``
-(``unilab_jax.cli.launch``) builds the commands and calls `run_processes`.
+``exit_grace`` seconds after another finished is killed as hung. ``launch`` starts one
+training run this way (``unilab-jax launch``); ``run_processes`` any commands.
 """
 
 from __future__ import annotations
@@ -10,17 +10,63 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["child_env", "describe_exit", "free_port", "run_processes"]
+__all__ = ["LAUNCH_OPTIONS", "child_env", "describe_exit", "free_port", "launch", "run_processes"]
 
 _POLL = 0.05
+#: The options ``launch`` sets for each process of a training run.
+LAUNCH_OPTIONS = ("--num-processes", "--process-id", "--coordinator-address")
+
+
+def launch(
+    train_args: list[str], *, nproc: int, devices_per_process: int = 1, platform: str = "cpu",
+    port: int | None = None, exit_grace: float = 120.0,
+) -> int:  # fmt: skip
+    """One training run (``python -m unilab_jax.train *train_args``) over ``nproc`` local
+    processes of ``devices_per_process`` devices each, supervised by :func:`run_processes`;
+    ``--num-devices`` is their total unless given. Returns the exit status; bad options raise
+    ``ValueError`` before anything starts."""
+    if nproc < 1 or devices_per_process < 1:
+        raise ValueError("--nproc and --devices-per-process must be at least 1")
+    taken = [name for name in LAUNCH_OPTIONS if _has_option(train_args, name)]
+    if taken:
+        raise ValueError(f"{', '.join(taken)}: set by the launcher for each process; remove them")
+    n, k = nproc, devices_per_process
+    if not _has_option(train_args, "--num-devices"):
+        train_args = [*train_args, "--num-devices", str(n * k)]
+    address = f"127.0.0.1:{port or free_port()}"
+    shown = ["--platform", platform] if platform != "cpu" else []
+    prefix = shlex.join(["unilab-jax", "launch", "--nproc", str(n), "--devices-per-process",
+                         str(k), *shown, "--"])  # fmt: skip
+    own = ["--num-processes", str(n), "--coordinator-address", address]
+    train = [sys.executable, "-m", "unilab_jax.train", *train_args, *own]
+    commands = [[*train, "--process-id", str(i)] for i in range(n)]
+    envs = [child_env(os.environ, i, n, k, platform, prefix) for i in range(n)]
+    logs = Path(tempfile.mkdtemp(prefix="unilab-jax-launch-"))
+
+    def started(children) -> None:
+        pids = ", ".join(f"{i}: pid {c.pid}" for i, c in enumerate(children))
+        print(f"launch: {n} processes x {k} {platform} device(s), coordinator {address} "
+              f"({pids}); output of processes 1..{n - 1} in {logs}", file=sys.stderr)  # fmt: skip
+
+    code, forwarded = run_processes(commands, envs, logs, exit_grace, started)
+    if code == 0 or forwarded:
+        shutil.rmtree(logs, ignore_errors=True)
+    return code
+
+
+def _has_option(args: list[str], name: str) -> bool:
+    return any(arg == name or arg.startswith(f"{name}=") for arg in args)
 
 
 def run_processes(

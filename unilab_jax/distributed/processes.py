@@ -33,9 +33,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import threading
+import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from unilab_jax.errors import ConfigError
@@ -51,11 +54,13 @@ __all__ = [
     "check_devices",
     "check_same_settings",
     "ensure_initialized",
+    "exit_as_one_of_several",
     "is_multiprocess",
     "is_primary",
     "local_device_count",
     "lost_process",
     "peer_failure",
+    "request_host_devices",
 ]
 
 #: Settings of the launch, not of the training: a rerun (``--config``) or a resume takes none.
@@ -75,6 +80,17 @@ class ProcessLostError(RuntimeError):
 def local_device_count(config: TrainConfig) -> int:
     """Devices each process contributes (``num_devices`` is the count over all processes)."""
     return max(1, config.num_devices // config.planned_processes())
+
+
+def request_host_devices(config: TrainConfig) -> None:
+    """Before JAX creates its CPU client: ``XLA_FLAGS`` asks for this process's devices (and
+    one more for C MuJoCo's overlapped collection's own JAX code)."""
+    from unilab_jax.config import with_host_devices
+
+    count = local_device_count(config) + (
+        config.physics == "mujoco" and config.collection == "overlap"
+    )
+    os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), count)
 
 
 def is_multiprocess() -> bool:
@@ -312,6 +328,25 @@ def lost_process(err: BaseException) -> ProcessLostError:
         f"({type(err).__name__}: {first}); another process has most likely died or been "
         "stopped: see its output"
     )
+
+
+def exit_as_one_of_several(program: Callable[[], int]) -> int:
+    """``program()``'s exit code. In a process of several a failure (an exception, or a code
+    other than 0 or a signal's 130/143) ends this process at once, without jax.distributed's
+    shutdown barrier (it would wait for peers still busy): the others fail on its closed
+    connections."""
+    try:
+        code = program()
+    except BaseException as err:
+        if not is_multiprocess():
+            raise
+        code = getattr(err, "code", None)
+        if not isinstance(code, int):
+            traceback.print_exception(err)
+        hard_exit(code if isinstance(code, int) else 1)
+    if is_multiprocess() and code not in (0, 128 + signal.SIGINT, 128 + signal.SIGTERM):
+        hard_exit(code)
+    return code
 
 
 def hard_exit(code: int) -> None:

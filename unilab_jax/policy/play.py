@@ -39,8 +39,9 @@ ffmpeg is needed): ``pip install 'unilab-jax[video]'``.
 Supported envs: our registered tasks, ``playground/<Name>`` and ``brax/<name>`` (Brax envs
 built from MJCF, whose ``sys.mj_model`` is set).
 
-This module holds what is played: how an env is drawn (``render_source``) and the
-deterministic episodes (``rollout`` on MJX, ``rollout_mujoco`` on C MuJoCo). The GL backend
+This module holds what is played: how an env is drawn (``render_source``), the deterministic
+episodes (``rollout`` on MJX, ``rollout_mujoco`` on C MuJoCo) and the whole command
+(``play_run``: checks, episodes, video, wandb, as a :class:`Played`). The GL backend
 choice is ``unilab_jax.policy.gl_backends``, the video and ``--wandb`` ``unilab_jax.policy.video``
 (their
 names are importable from here too); the command line is ``unilab_jax.cli.play``.
@@ -48,12 +49,17 @@ names are importable from here too); the command line is ``unilab_jax.cli.play``
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from unilab_jax.errors import CheckpointError
 from unilab_jax.policy.gl_backends import (
     GL_BACKENDS,
     RenderError,
@@ -77,6 +83,8 @@ __all__ = [
     "VIDEO_EXTRA",
     "VIDEO_SUFFIXES",
     "RenderError",
+    "PLAY_ERRORS",
+    "Played",
     "RenderSource",
     "Rollout",
     "choose_gl_backend",
@@ -84,6 +92,7 @@ __all__ = [
     "imageio_module",
     "log_to_wandb",
     "no_backend_message",
+    "play_run",
     "probe_gl_backend",
     "render_source",
     "resolve_camera",
@@ -206,3 +215,102 @@ def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) 
     finally:
         vec.close()
     return Rollout(out["returns"], out["lengths"], out["qpos"], out["qvel"], out["alive"])
+
+
+# ------------------------------------------------------------------------- the command
+@dataclass(frozen=True)
+class Played:
+    """What :func:`play_run` did: the policy, its episodes, and (with a video) the file, its
+    frames, rate, camera and GL backend, and the wandb run it was logged to."""
+
+    policy: Any
+    result: Rollout
+    video: Path | None = None
+    frames: int = 0
+    fps: float = 0.0
+    camera: int = -1
+    backend: str | None = None
+    wandb_run: str | None = None
+    wandb_where: str | None = None
+
+
+def play_checks(
+    *, episodes: int, steps: int | None, fps: float | None, wandb: bool, video: Path | None,
+    width: int, height: int,
+) -> None:  # fmt: skip
+    """What makes a play request unplayable, found before anything loads: ``ValueError``."""
+    if episodes < 1 or (steps is not None and steps < 1):
+        raise ValueError(f"--episodes and --steps must be >= 1, got {episodes} and {steps}")
+    if fps is not None and not fps > 0:
+        raise ValueError(f"--fps must be > 0, got {fps}")
+    if wandb and importlib.util.find_spec("wandb") is None:
+        raise ValueError("--wandb needs wandb: pip install 'unilab-jax[wandb]'")
+    if video and (width < 2 or height < 2 or width % 2 or height % 2):
+        raise ValueError(
+            f"--width and --height must be even and >= 2 for H.264 (yuv420p), got {width}x{height}"
+        )
+    if video and Path(video).suffix.lower() not in VIDEO_SUFFIXES:
+        raise ValueError(f"--video must end in {', '.join(VIDEO_SUFFIXES)}, got {video}")
+
+
+def play_run(
+    run: str, *, video: Path | None = None, episodes: int = 1, steps: int | None = None,
+    width: int = 640, height: int = 480, camera: str | None = None, fps: float | None = None,
+    step: int | str | None = None, seed: int = 0, physics: str | None = None,
+    wandb: bool = False,
+) -> Played:  # fmt: skip
+    """``unilab-jax play`` (the module docstring): play ``run``'s deterministic policy, render
+    the episodes into ``video`` and log them to the run's wandb run when asked. Bad input, a
+    missing GL backend or a failed render raise one of :data:`PLAY_ERRORS` with one line."""
+    from unilab_jax.envs import load
+    from unilab_jax.policy.load import load_policy
+
+    video = None if video is None else Path(video)
+    play_checks(episodes=episodes, steps=steps, fps=fps, wandb=wandb, video=video, width=width,
+                height=height)  # fmt: skip
+    wandb_dir, record = find_wandb_run(run) if wandb else (None, None)
+    backend = None
+    if video or wandb:  # the GL backend, set before anything imports mujoco
+        imageio_module()
+        backend, failures = choose_gl_backend()
+        if backend is None:
+            raise RenderError(no_backend_message(failures))
+        use_gl_backend(backend)
+    policy = load_policy(run, step)
+    env = load(policy.env, config_override=policy.config["train"].get("env_overrides"))
+    source = render_source(env)
+    cam = resolve_camera(source.model, camera) if backend else -1
+    physics = physics or policy.config.get("train", {}).get("physics", "mjx")
+    if physics == "mujoco" and getattr(env, "task", None) is None:
+        raise ValueError(f"{policy.env} is a JAX environment and runs on MJX only")
+    steps = steps or env.episode_length
+    if physics == "mujoco":
+        result = rollout_mujoco(policy, env, episodes, steps, seed)
+    else:
+        result = rollout(policy, env, source, episodes, steps, seed)
+    if not (video or wandb):
+        return Played(policy, result)
+    video = video or wandb_dir / "videos" / f"iteration_{policy.iteration}.mp4"
+    fps = fps or 1.0 / source.control_dt
+    video.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # glfw/PyOpenGL notices; failures raise
+            frames = write_video(video, source.model, result, width=width, height=height,
+                                 camera=cam, fps=fps)  # fmt: skip
+    except RenderError:
+        raise
+    except Exception as err:  # a GL context that fails in this process: one line, as above
+        raise RenderError(
+            f"rendering with MUJOCO_GL={backend} failed: {type(err).__name__}: {err}"
+        ) from None
+    played = Played(policy, result, video, frames, fps, cam, backend)
+    if wandb:
+        where = log_to_wandb(record, wandb_dir, video, policy.iteration, result.returns)
+        played = dataclasses.replace(played, wandb_run=record["id"], wandb_where=where)
+    return played
+
+
+#: What :func:`play_run` raises on bad input or a failed render (``UnknownEnvError`` is a
+#: ``ValueError``).
+PLAY_ERRORS = (FileNotFoundError, CheckpointError, ValueError, RenderError)

@@ -6,6 +6,8 @@ actor as ``"module:class"`` (``AlgoSpec.torch_actor_class`` imports it where tor
   actor per algorithm, the layer layout the JAX actors have; each builds itself from its
   algorithm's config (``from_config``), names its deterministic action (``deterministic``) and
   lists its weights' JAX leaves (``jax_rows``).
+- ``exported`` (``ExportedPolicy``): the observation normaliser and a run's actor, the module
+  ``unilab_jax.policy.export`` writes.
 - ``weights``: the exact tables between torch tensors and JAX leaves (``Row``) and the copies
   both ways, bit for bit in float32.
 

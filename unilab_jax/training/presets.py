@@ -277,6 +277,14 @@ def family_of(env: str) -> str | None:
     return task_family(env)
 
 
+def task_list() -> str:
+    """Every task this install can load (``playground/*`` and ``brax/*`` with the [adapters]
+    extra), one a line with its preset family."""
+    from unilab_jax.envs.registry import available_names
+
+    return "\n".join(f"{n}  preset: {family_of(n) or 'none'}" for n in available_names())
+
+
 def default_scale() -> str:
     """``"gpu"`` when JAX will run on a GPU or TPU, else ``"cpu"``; decided without starting
     JAX (which must not start before ``jax.distributed`` or a forced host-device count): from

@@ -21,13 +21,22 @@ so a mistyped ``--resume`` fails at once and creates nothing.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
-from unilab_jax.distributed.processes import LAUNCH_FIELDS
+from unilab_jax.distributed.local_launch import LAUNCH_OPTIONS
+from unilab_jax.distributed.processes import LAUNCH_FIELDS, launch_prefix
 from unilab_jax.errors import CheckpointError, ConfigError
 
-__all__ = ["FREE_ON_RESUME", "ResumeError", "checkpoint_folder", "restore_run", "resume_source"]
+__all__ = [
+    "FREE_ON_RESUME",
+    "ResumeError",
+    "checkpoint_folder",
+    "restore_run",
+    "resume_command",
+    "resume_source",
+]
 
 #: Settings that only steer the host loop: a resumed run may change them freely.
 FREE_ON_RESUME = frozenset({
@@ -140,3 +149,19 @@ def setting_differences(saved: dict, current: dict) -> list[str]:
                 continue
             out.append(f"{name}: checkpoint {old.get(name)!r}, now {new.get(name)!r}")
     return out
+
+
+def resume_command(argv: list[str], log_dir: str | Path) -> str:
+    """The command line that goes on with a stopped run: ``argv`` (the train options it was
+    started with) continuing from ``log_dir`` into ``log_dir``, through ``unilab-jax launch``
+    when that started it."""
+    prefix = launch_prefix()
+    drop = {"--resume", "--log-dir", "--resume-step", *(LAUNCH_OPTIONS if prefix else ())}
+    kept, value = [], False
+    for arg in argv:  # less the options ``drop`` and their values
+        name = arg.split("=", 1)[0]
+        if not value and name not in drop:
+            kept.append(arg)
+        value = not value and name in drop and "=" not in arg
+    command = shlex.join([*kept, "--resume", str(log_dir), "--log-dir", str(log_dir)])
+    return f"{prefix or 'python -m unilab_jax.train'} {command}"

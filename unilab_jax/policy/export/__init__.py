@@ -60,8 +60,9 @@ above it:
 
 - ``unilab_jax.policy.export.common``: ``FORMATS``, ``TOLERANCE``, ``EXPORT_EXTRA``, the errors and
   the check for the optional packages (``missing_dependencies``);
-- ``unilab_jax.policy.export.module``: the ``nn.Module`` (``ExportedPolicy``, ``build_module``,
-  ``to_torch_module``) and the copy of the checkpoint's weights into it;
+- ``unilab_jax.policy.export.module``: the ``nn.Module`` (``build_module`` and ``to_torch_module``
+  make ``unilab_jax.torch.exported.ExportedPolicy``) and the copy of the checkpoint's weights
+  into it;
 - ``unilab_jax.policy.export.metadata``: the metadata (``export_metadata``) and the environment's
   observation layout and action scaling it records;
 - ``unilab_jax.policy.export.formats``: the torch, TorchScript and ONNX writers and readers
@@ -71,9 +72,11 @@ above it:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unilab_jax.errors import CheckpointError
 from unilab_jax.policy.export.common import (
     EXPORT_EXTRA,
     FORMATS,
@@ -91,20 +94,22 @@ from unilab_jax.policy.export.metadata import export_metadata
 from unilab_jax.policy.export.module import (
     actor_structure,
     build_module,
-    module_class,
     to_torch_module,
 )
 
 __all__ = [
+    "EXPORT_ERRORS",
     "EXPORT_EXTRA",
     "FORMATS",
     "TOLERANCE",
     "ExportDependencyError",
     "ExportError",
     "ExportVerificationError",
+    "Exported",
     "build_module",
     "export_metadata",
     "export_policy",
+    "export_run",
     "load_exported",
     "missing_dependencies",
     "run_exported",
@@ -115,10 +120,59 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ExportedPolicy":  # the nn.Module class, defined once torch is imported
-        return module_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: What :func:`export_run` raises on bad input (``ExportVerificationError``: written, but it
+#: failed its check; ``UnknownEnvError`` is a ``ValueError``).
+EXPORT_ERRORS = (FileNotFoundError, CheckpointError, ValueError, ExportError)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A run's policy written by :func:`export_run`: the file, its format, the policy and the
+    check's largest difference over ``samples`` random observations."""
+
+    path: Path
+    format: str
+    policy: Any
+    diff: float
+    samples: int
+
+    def __str__(self) -> str:
+        policy = self.policy
+        normaliser = getattr(policy.algo_config, "obs_normalization", False)
+        return (
+            f"wrote {self.path} ({self.format}, {self.path.stat().st_size} bytes): {policy.algo} "
+            f"policy of {policy.env} at iteration {policy.iteration}, obs [batch, "
+            f"{policy.obs_dim}] -> action [batch, {policy.action_dim}] in [-1, 1], "
+            f"{'normaliser included' if normaliser else 'no separate normaliser'}\nchecked: max "
+            f"|exported - JAX policy| = {self.diff:.3g} over {self.samples} random observations "
+            f"(tolerance {TOLERANCE:g})"
+        )
+
+
+def export_run(
+    run: str | Path, format: str, out: str | Path, step: int | str | None = None,
+    samples: int = 256,
+) -> Exported:  # fmt: skip
+    """``unilab-jax export``: the checkpoint ``step`` of ``run`` (``load_policy``) written as
+    ``format`` to ``out`` and checked (:func:`write_checked`). Bad input raises one of
+    :data:`EXPORT_ERRORS`, found before the checkpoint is read where it can be."""
+    missing = missing_dependencies(format)
+    if samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {samples}")
+    if missing:
+        raise ExportDependencyError(f"--format {format} needs {', '.join(missing)}: {EXPORT_EXTRA}")
+    if not Path(run).exists():
+        raise FileNotFoundError(
+            f"{run} does not exist: pass a run's log dir, its checkpoints/ folder or one "
+            "checkpoint's folder"
+        )
+    if Path(out).is_dir():
+        raise ExportError(f"--out {out} is a directory; name the file to write")
+    from unilab_jax.policy.load import load_policy
+
+    policy = load_policy(run, step)
+    path, diff = write_checked(policy, format, out, samples)
+    return Exported(path, format, policy, diff, samples)
 
 
 def export_policy(policy: Any, fmt: str, out: str | Path, samples: int = 256) -> Path:

@@ -1,19 +1,17 @@
 """The exported policy as a torch ``nn.Module``, and the checkpoint's weights copied into it.
 
-- ``ExportedPolicy`` (built by ``module_class`` on first use, since torch is optional;
-  importable as ``unilab_jax.policy.export.ExportedPolicy``): the observation normaliser, then the
-  algorithm's own torch actor (``unilab_jax.torch.actors``) and its deterministic action;
-- ``build_module``: that module from the ``architecture`` dict a torch-format export stores;
+- ``build_module``: the exported module (``unilab_jax.torch.exported.ExportedPolicy``: the
+  observation normaliser, then the algorithm's torch actor and its deterministic action) from
+  the ``architecture`` dict a torch-format export stores;
 - ``actor_structure``: a policy's architecture and float32 tensors, copied by the actor's
   exact table (``unilab_jax.torch.weights``); ``to_torch_module``: the module itself.
 
-Torch is imported inside the functions only. ``unilab_jax.policy.export`` describes what the network
-computes.
+Torch is imported inside the functions only. ``unilab_jax.policy.export`` describes what the
+network computes.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from unilab_jax.policy.export.common import ExportError, require
@@ -21,58 +19,13 @@ from unilab_jax.policy.export.common import ExportError, require
 __all__ = ["build_module", "to_torch_module"]
 
 
-@functools.cache
-def module_class() -> type:
-    """The ``nn.Module`` class of an exported policy (defined on first use: torch is optional)."""
-    import torch
-    from torch import nn
-
-    from unilab_jax.algos.registry import get_algo
-
-    class ExportedPolicy(nn.Module):
-        """A unilab_jax deterministic policy: raw observations ``[..., obs_dim]`` in, actions
-        ``[..., action_dim]`` in [-1, 1] out, the observation normaliser included.
-
-        ``forward``: ``x = (obs - obs_mean) / (obs_std + obs_eps)`` (when ``normalize``), then
-        ``actor.deterministic(x)``: ``actor`` is the algorithm's torch actor
-        (``unilab_jax.torch.actors``) built with the ``actor`` settings.
-        """
-
-        def __init__(
-            self,
-            algorithm: str,
-            obs_dim: int,
-            action_dim: int,
-            actor: dict,
-            normalize: bool,
-            obs_eps: float,
-        ) -> None:
-            super().__init__()
-            actor_cls = get_algo(algorithm).torch_actor_class()
-            self.actor = actor_cls(int(obs_dim), int(action_dim), **actor)
-            self.register_buffer("obs_mean", torch.zeros(int(obs_dim)))
-            self.register_buffer("obs_std", torch.ones(int(obs_dim)))
-            self.normalize = bool(normalize)
-            self.obs_eps = float(obs_eps)
-
-        def forward(self, obs: torch.Tensor) -> torch.Tensor:
-            x = obs.to(self.obs_mean.dtype)
-            if self.normalize:
-                x = (x - self.obs_mean) / (self.obs_std + self.obs_eps)
-            return self.actor.deterministic(x)
-
-    # Importable as unilab_jax.policy.export.ExportedPolicy (that module's __getattr__), so a module
-    # pickles: torch.save(module, path) / torch.load(path, weights_only=False).
-    ExportedPolicy.__module__ = "unilab_jax.policy.export"
-    ExportedPolicy.__qualname__ = "ExportedPolicy"
-    return ExportedPolicy
-
-
 def build_module(architecture: dict, state_dict: dict | None = None) -> Any:
     """The ``nn.Module`` described by ``architecture`` (the dict a torch-format export stores),
     in eval mode with its parameters frozen (``requires_grad`` False: an inference module), with
     ``state_dict`` loaded (strictly) when given. Needs torch (and this package's actors)."""
-    module = module_class()(**architecture)
+    from unilab_jax.torch.exported import ExportedPolicy
+
+    module = ExportedPolicy(**architecture)
     if state_dict is not None:
         module.load_state_dict(state_dict, strict=True)
     return module.requires_grad_(False).eval()
