@@ -163,20 +163,32 @@ def run_reference(
     cmd = reference_command(args, recipe, settings, iterations, log_root, seed, save_interval)
     print("reference:", " ".join(cmd[3:]), flush=True)
     with open(log_root / "stdout.txt", "w") as out:
-        proc = subprocess.Popen(cmd, cwd=args.checkout, stdout=out, stderr=subprocess.STDOUT)
+        # Its CLI trains in a child process of its own: the budget's signal goes to the group.
+        # SIGINT is reset to Python's default there: a shell's background job (nohup ... &)
+        # starts with SIGINT ignored, which every child inherits, and the reference would then
+        # train on past its budget.
+        proc = subprocess.Popen(
+            cmd, cwd=args.checkout, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=_default_sigint,
+        )  # fmt: skip
         try:
             proc.wait(timeout=None if minutes is None else 60 * minutes)
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)  # the reference saves and writes its summary
+            os.killpg(proc.pid, signal.SIGINT)  # it stops where it is (it has no handler)
             try:
-                proc.wait(timeout=300)
+                proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     runs = sorted(log_root.glob("**/*_mujoco"))
     if not runs:
         tail = (log_root / "stdout.txt").read_text().splitlines()[-20:]
         raise RuntimeError("the reference wrote no run; its output ends:\n" + "\n".join(tail))
     return runs[-1]
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tensorboard_rates(log_dir: Path, updates_per_step: int) -> dict:
@@ -317,7 +329,13 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
         num_envs = recipe.ref_cpu["num_envs"]
         ckpts = sorted(log_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
         for ckpt in ckpts:
-            policy = reference_policy(recipe, task, ckpt, scratch)
+            if ckpt.stat().st_mtime - started > 60 * args.ref_minutes:  # past the budget
+                continue
+            try:
+                policy = reference_policy(recipe, task, ckpt, scratch)
+            except (RuntimeError, EOFError) as err:  # one cut short by the budget's stop
+                print(f"skipped {ckpt.name}: {err}", flush=True)
+                continue
             act = jax.jit(policy.agent.act)
             fig = walking_figures(task, {"p": (act, policy.state)}, args.episodes, 1)["p"]
             it = int(ckpt.stem.split("_")[1])
