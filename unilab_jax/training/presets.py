@@ -67,6 +67,7 @@ __all__ = [
     "get_preset",
     "preset_configs",
     "preset_line",
+    "task_list",
 ]
 
 SCALES = ("cpu", "gpu")
