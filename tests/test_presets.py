@@ -67,7 +67,10 @@ def test_the_references_g1_trains_with_symmetry_on_a_cpu():
     from unilab_jax.envs import registry
 
     assert "G1WalkFlat" in registry.mirrored_names()
-    assert preset_configs("G1WalkFlat", "sac", "cpu")[1]["use_symmetry"] is True
+    config, sac = preset_configs("G1WalkFlat", "sac", "cpu")
+    assert (sac["use_symmetry"], sac["obs_normalization"]) == (True, False)
+    assert (config.replay_buffer_n, config.learning_starts) == (512, 10)  # the reference's
+    assert preset_configs("G1WalkFlat", "td3", "cpu")[0].replay_buffer_n == 1024
     td3 = preset_configs("G1WalkFlat", "td3", "cpu")[1]
     assert (td3["use_symmetry"], td3["std_min"], td3["std_max"]) == (True, 0.05, 0.4)
     assert "use_symmetry=True" in preset_line(get_preset("G1WalkFlat", "cpu"), "td3")
