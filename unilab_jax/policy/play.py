@@ -92,6 +92,7 @@ __all__ = [
     "imageio_module",
     "log_to_wandb",
     "no_backend_message",
+    "play_checks",
     "play_run",
     "probe_gl_backend",
     "render_source",
