@@ -47,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         return error(str(err))
     r = {"checkpoint": policy.checkpoint, "env": args.env or policy.env, "algo": policy.algo,
          "iteration": policy.iteration, **result.as_dict()}  # fmt: skip
-    limit = "" if result.time_limit is None else f", {100 * r['time_limit_rate']:.0f}% reached "
+    rate = r.get("time_limit_rate")  # C MuJoCo's episodes only
+    limit = "" if rate is None else f", {100 * rate:.0f}% reached the time limit"
     print(json.dumps(r) if args.json else (
         f"{r['env']} ({policy.algo}, iteration {policy.iteration}): mean return "
         f"{r['mean_return']:.3f} +- {r['std_return']:.3f} (min {r['min_return']:.3f}, max "
         f"{r['max_return']:.3f}) over {r['episodes']} episodes, mean length "
-        f"{r['mean_length']:.1f}{limit and limit + 'the time limit'}"))  # fmt: skip
+        f"{r['mean_length']:.1f}{limit}"))  # fmt: skip
     return 0

@@ -121,9 +121,9 @@ _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log
 # normaliser; 512 replay rows per env; learning after 10 iterations): one quiet 45-minute run
 # each, tracking 0.66 at 8.19M env steps with our normaliser and 1024 rows, 0.76 with these
 # (the reference itself: 0.86 at 6.14M; bench/RESULTS.md).
-_MIRRORED_ROBOTS = ("G1WalkFlat",)
-_MIRRORED_ROBOTS_CPU_TRAIN = {"sac": dict(replay_buffer_n=512, learning_starts=10)}
-_MIRRORED_ROBOTS_CPU_ALGO = {
+_G1 = "G1WalkFlat"
+_G1_CPU_TRAIN = {"sac": dict(replay_buffer_n=512, learning_starts=10)}
+_G1_CPU_ALGO = {
     "sac": dict(use_symmetry=True, obs_normalization=False),
     "td3": dict(use_symmetry=True, std_min=0.05, std_max=0.4),
 }
@@ -335,26 +335,22 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
             source=f"{preset.source}; C MuJoCo collection (physics 'mujoco') with 256 envs, "
             "the recipe bench/learning/locomotion.py measured walking",
         )
-        if env in _MIRRORED_ROBOTS:
-            algo = {
-                name: {**preset.algo.get(name, {}), **_MIRRORED_ROBOTS_CPU_ALGO.get(name, {})}
-                for name in {*preset.algo, *_MIRRORED_ROBOTS_CPU_ALGO}
-            }
-            extra = _MIRRORED_ROBOTS_CPU_TRAIN
-            algo_train = {
-                name: {**preset.algo_train.get(name, {}), **extra.get(name, {})}
-                for name in {*preset.algo_train, *extra}
-            }
+        if env == _G1:
             preset = dataclasses.replace(
                 preset,
-                algo=algo,
-                algo_train=algo_train,
+                algo=_per_algo(preset.algo, _G1_CPU_ALGO),
+                algo_train=_per_algo(preset.algo_train, _G1_CPU_TRAIN),
                 source=f"{preset.source}; symmetry augmentation (TD3 with exploration std "
                 "0.05-0.4; SAC with the reference's SAC recipe: no observation normaliser, 512 "
                 "replay rows per env) on the reference's G1",
             )
         return preset
     return preset
+
+
+def _per_algo(base: dict[str, dict], extra: dict[str, dict]) -> dict[str, dict]:
+    """Per-algorithm settings: ``base``'s, with ``extra``'s over them."""
+    return {name: {**base.get(name, {}), **extra.get(name, {})} for name in {*base, *extra}}
 
 
 def preset_configs(
