@@ -1,6 +1,8 @@
 """The pieces FastSAC and FastTD3 both build their `Agent` from, written once.
 
-- `bind`: an `Agent` function from a module-level one and the agent's parts.
+- `make_agent`: the `Agent` of a learner module, its functions bound to the agent's parts,
+  with the shared target and normaliser updates; `bind`, one such function.
+- `init_networks`: a fresh actor's and critic's variables.
 - `step_member`: one guarded optimiser step (`gradients.gradient_step`) of an agent state's
   `<member>_params` with its `<member>_opt_state` (`"actor"`, `"critic"`).
 - `prepare_batch`: a replay batch as the losses see it: mirrored (symmetry augmentation, raw
@@ -23,13 +25,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from unilab_jax.algos.agent import Transition
+from unilab_jax.algos.agent import Agent, Transition
 from unilab_jax.algos.gradients import gradient_step, polyak_update
 from unilab_jax.algos.normalizer import normalize_transition, update_agent_normalizers
 
 __all__ = [
     "bind",
+    "init_networks",
     "init_noise",
+    "make_agent",
     "next_noise",
     "prepare_batch",
     "step_member",
@@ -47,6 +51,31 @@ def bind(name: str, fn: Callable, *args: Any, **kwargs: Any) -> Callable:
     bound.__name__ = bound.__qualname__ = name
     bound.__doc__ = fn.__doc__
     return bound
+
+
+def make_agent(parts: Any, **functions: Callable) -> Agent:
+    """The `Agent` whose fields are `functions` (`init=_init`, ...: each takes `parts` first)
+    bound to `parts`; `update_target` at `parts.config.tau` and `update_normalizers` (a no-op
+    unless `parts.config.obs_normalization`) unless given."""
+    config = parts.config
+    enabled = getattr(config, "obs_normalization", False)
+    return Agent(
+        update_target=bind("update_target", update_target, tau=config.tau),
+        update_normalizers=bind(
+            "update_normalizers", update_normalizers, enabled=enabled, axis_name=parts.axis_name
+        ),
+        **{name: bind(name, fn, parts) for name, fn in functions.items()},
+    )
+
+
+def init_networks(networks: Any, key: jax.Array, batch: int, dims: tuple[int, int, int]):
+    """`(actor variables, critic variables)` of `networks` initialised from `key` on zero
+    inputs of `batch` rows; `dims`: `(obs_dim, critic_dim, action_dim)`."""
+    obs_dim, critic_dim, action_dim = dims
+    actor_key, critic_key = jax.random.split(key)
+    actor = networks.actor.init(actor_key, jnp.zeros((batch, obs_dim)))
+    zeros = jnp.zeros((batch, critic_dim)), jnp.zeros((batch, action_dim))
+    return actor, networks.critic.init(critic_key, *zeros)
 
 
 def step_member(

@@ -56,7 +56,7 @@ from unilab_jax.algos.c51 import (
     expected_value,
     make_support,
 )
-from unilab_jax.algos.common import bind, step_member, update_target
+from unilab_jax.algos.common import init_networks, make_agent, step_member
 from unilab_jax.algos.flash_networks import FlashActor, FlashCritic, project_weights
 from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
 from unilab_jax.algos.hyperparams import FlashSACConfig
@@ -263,27 +263,21 @@ def make_flash_sac(
         alpha_opt=_optimizer(config, config.alpha_lr, decay=False),
         axis_name=axis_name,
     )
-    return Agent(
-        init=bind("init", _init, parts),
-        init_explore=bind("init_explore", _init_explore, parts),
-        explore=bind("explore", _explore, parts),
-        act=bind("act", _act, parts),
-        update_critic=bind("update_critic", _update_critic, parts),
-        update_actor=bind("update_actor", _update_actor, parts),
-        update_target=bind("update_target", update_target, tau=config.tau),
-        update_normalizers=bind("update_normalizers", _no_normalizers),
-        observe_rewards=bind("observe_rewards", _observe_rewards, parts),
+    return make_agent(
+        parts,
+        init=_init,
+        init_explore=_init_explore,
+        explore=_explore,
+        act=_act,
+        update_critic=_update_critic,
+        update_actor=_update_actor,
+        observe_rewards=_observe_rewards,
     )
 
 
 def _init(parts: _Parts, key: jax.Array) -> FlashSACState:
-    actor_key, critic_key = jax.random.split(key)
-    networks = parts.networks
-    obs = jnp.zeros((2, parts.obs_dim))
-    actor_vars = networks.actor.init(actor_key, obs)
-    critic_vars = networks.critic.init(
-        critic_key, jnp.zeros((2, parts.critic_dim)), jnp.zeros((2, parts.action_dim))
-    )
+    dims = parts.obs_dim, parts.critic_dim, parts.action_dim
+    actor_vars, critic_vars = init_networks(parts.networks, key, 2, dims)  # 2 rows: BatchNorm
     actor_params = project_weights({"params": actor_vars["params"]})
     critic_params = project_weights({"params": critic_vars["params"]})
     log_alpha = jnp.asarray(math.log(parts.config.alpha_init), jnp.float32)
@@ -299,12 +293,6 @@ def _init(parts: _Parts, key: jax.Array) -> FlashSACState:
         alpha_opt_state=parts.alpha_opt.init(log_alpha),
         rewards=init_reward_stats(parts.num_envs),
     )
-
-
-def _no_normalizers(state: FlashSACState, obs: Array, critic: Array) -> FlashSACState:
-    """No running observation normaliser (the input BatchNorm normalises)."""
-    del obs, critic
-    return state
 
 
 def _observe_rewards(parts: _Parts, state: FlashSACState, rewards: Array, dones: Array):

@@ -47,13 +47,12 @@ from unilab_jax.algos.c51 import (
     make_support,
 )
 from unilab_jax.algos.common import (
-    bind,
+    init_networks,
     init_noise,
+    make_agent,
     next_noise,
     prepare_batch,
     step_member,
-    update_normalizers,
-    update_target,
 )
 from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
 from unilab_jax.algos.hyperparams import SACConfig
@@ -275,30 +274,20 @@ def make_sac(
         augment=make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim),
         axis_name=axis_name,
     )
-    return Agent(
-        init=bind("init", _init, parts),
-        init_explore=bind("init_explore", _init_explore, parts),
-        explore=bind("explore", _explore, parts),
-        act=bind("act", _act, parts),
-        update_critic=bind("update_critic", _update_critic, parts),
-        update_actor=bind("update_actor", _update_actor, parts),
-        update_target=bind("update_target", update_target, tau=config.tau),
-        update_normalizers=bind(
-            "update_normalizers",
-            update_normalizers,
-            enabled=config.obs_normalization,
-            axis_name=axis_name,
-        ),
+    return make_agent(
+        parts,
+        init=_init,
+        init_explore=_init_explore,
+        explore=_explore,
+        act=_act,
+        update_critic=_update_critic,
+        update_actor=_update_actor,
     )
 
 
 def _init(parts: _SACParts, key: jax.Array) -> SACState:
-    actor_key, critic_key = jax.random.split(key)
-    networks = parts.networks
-    actor_params = networks.actor.init(actor_key, jnp.zeros((1, parts.obs_dim)))
-    critic_params = networks.critic.init(
-        critic_key, jnp.zeros((1, parts.critic_dim)), jnp.zeros((1, parts.action_dim))
-    )
+    dims = parts.obs_dim, parts.critic_dim, parts.action_dim
+    actor_params, critic_params = init_networks(parts.networks, key, 1, dims)
     log_alpha = jnp.asarray(math.log(parts.config.alpha_init), jnp.float32)
     return SACState(
         actor_params=actor_params,
@@ -354,22 +343,11 @@ def _update_critic(
     noise: Array | None = None,
 ) -> tuple[SACState, dict[str, Array]]:
     config, axis_name = parts.config, parts.axis_name
-    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
-    if noise is None:
-        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
-    loss_fn = functools.partial(
-        sac_critic_loss,
-        target_critic_params=state.target_critic_params,
-        actor_params=state.actor_params,
+    state, qf_loss, aux, grad_norm = _step(
+        parts, state, batch, key, noise, "critic", sac_critic_loss, "next_action_noise",
+        target_critic_params=state.target_critic_params, actor_params=state.actor_params,
         log_alpha=state.log_alpha,
-        batch=batch,
-        next_action_noise=noise,
-        networks=parts.networks,
-        config=config,
-    )
-    state, qf_loss, aux, grad_norm = step_member(
-        state, "critic", loss_fn, parts.critic_opt, config.max_grad_norm, axis_name
-    )
+    )  # fmt: skip
     log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
     alpha_loss_value = jnp.zeros((), jnp.float32)
     if config.use_autotune:
@@ -401,21 +379,34 @@ def _update_actor(
     key: jax.Array,
     noise: Array | None = None,
 ) -> tuple[SACState, dict[str, Array]]:
-    config, axis_name = parts.config, parts.axis_name
+    state, loss, aux, grad_norm = _step(
+        parts, state, batch, key, noise, "actor", sac_actor_loss, "action_noise",
+        critic_params=state.critic_params, log_alpha=state.log_alpha,
+    )  # fmt: skip
+    metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
+    return state, reduce_metrics(metrics, parts.axis_name)
+
+
+def _step(
+    parts: _SACParts,
+    state: SACState,
+    batch: Transition,
+    key: jax.Array,
+    noise: Array | None,
+    member: str,
+    loss: Callable,
+    noise_name: str,
+    **states: Any,
+):
+    """One guarded step of `member` (`"critic"`, `"actor"`) on `loss` over the prepared batch
+    (mirrored, normalised), with its `[B, A]` standard normal draws as `noise_name` (`noise`,
+    or drawn from `key`), `states` the other members the loss reads."""
+    config = parts.config
     batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
     if noise is None:
-        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
+        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, parts.axis_name)
     loss_fn = functools.partial(
-        sac_actor_loss,
-        critic_params=state.critic_params,
-        log_alpha=state.log_alpha,
-        batch=batch,
-        action_noise=noise,
-        networks=parts.networks,
-        config=config,
+        loss, batch=batch, networks=parts.networks, config=config, **{noise_name: noise}, **states
     )
-    state, loss, aux, grad_norm = step_member(
-        state, "actor", loss_fn, parts.actor_opt, config.max_grad_norm, axis_name
-    )
-    metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
-    return state, reduce_metrics(metrics, axis_name)
+    optimizer = getattr(parts, f"{member}_opt")
+    return step_member(state, member, loss_fn, optimizer, config.max_grad_norm, parts.axis_name)

@@ -47,13 +47,12 @@ from unilab_jax.algos.c51 import (
     make_support,
 )
 from unilab_jax.algos.common import (
-    bind,
+    init_networks,
     init_noise,
+    make_agent,
     next_noise,
     prepare_batch,
     step_member,
-    update_normalizers,
-    update_target,
 )
 from unilab_jax.algos.gradients import reduce_metrics, row_normal
 from unilab_jax.algos.hyperparams import TD3Config
@@ -235,30 +234,20 @@ def make_td3(
         augment=make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim),
         axis_name=axis_name,
     )
-    return Agent(
-        init=bind("init", _init, parts),
-        init_explore=bind("init_explore", _init_explore, parts),
-        explore=bind("explore", _explore, parts),
-        act=bind("act", _act, parts),
-        update_critic=bind("update_critic", _update_critic, parts),
-        update_actor=bind("update_actor", _update_actor, parts),
-        update_target=bind("update_target", update_target, tau=config.tau),
-        update_normalizers=bind(
-            "update_normalizers",
-            update_normalizers,
-            enabled=config.obs_normalization,
-            axis_name=axis_name,
-        ),
+    return make_agent(
+        parts,
+        init=_init,
+        init_explore=_init_explore,
+        explore=_explore,
+        act=_act,
+        update_critic=_update_critic,
+        update_actor=_update_actor,
     )
 
 
 def _init(parts: _TD3Parts, key: jax.Array) -> TD3State:
-    actor_key, critic_key = jax.random.split(key)
-    networks = parts.networks
-    actor_params = networks.actor.init(actor_key, jnp.zeros((1, parts.obs_dim)))
-    critic_params = networks.critic.init(
-        critic_key, jnp.zeros((1, parts.critic_dim)), jnp.zeros((1, parts.action_dim))
-    )
+    dims = parts.obs_dim, parts.critic_dim, parts.action_dim
+    actor_params, critic_params = init_networks(parts.networks, key, 1, dims)
     return TD3State(
         actor_params=actor_params,
         critic_params=critic_params,
