@@ -70,6 +70,7 @@ def test_the_references_g1_trains_with_symmetry_on_a_cpu():
     config, sac = preset_configs("G1WalkFlat", "sac", "cpu")
     assert (sac["use_symmetry"], sac["obs_normalization"]) == (True, False)
     assert (config.replay_buffer_n, config.learning_starts) == (512, 10)  # the reference's
+    assert (sac["v_min"], sac["v_max"]) == (-20.0, 20.0)  # its fixed support, not the derived
     assert preset_configs("G1WalkFlat", "td3", "cpu")[0].replay_buffer_n == 1024
     td3 = preset_configs("G1WalkFlat", "td3", "cpu")[1]
     assert (td3["use_symmetry"], td3["std_min"], td3["std_max"]) == (True, 0.05, 0.4)
