@@ -454,13 +454,12 @@ def plot(task: str, rows: list[dict]) -> None:
     colours = {"reference": "tab:red", "core": "tab:blue", "facade": "tab:green"}
     for (side, seed), curve in sorted(curves.items()):
         curve.sort(key=lambda r: r["env_steps"])
-        label = f"{side} seed {seed}"
+        style = dict(color=colours[side], ls=("-", "--", "-.", ":")[seed % 4], alpha=0.8)
         for col, x in enumerate(("env_steps", "wall_sec")):
             xs = [r[x] / (1e6 if col == 0 else 60) for r in curve]
-            axes[0, col].plot(xs, [r["tracking_share"] for r in curve], color=colours[side],
-                              alpha=0.8, label=label)  # fmt: skip
-            axes[1, col].plot(xs, [r["time_limit_rate"] for r in curve], color=colours[side],
-                              alpha=0.8)  # fmt: skip
+            axes[0, col].plot(xs, [r["tracking_share"] for r in curve], label=f"{side} seed {seed}",
+                              **style)  # fmt: skip
+            axes[1, col].plot(xs, [r["time_limit_rate"] for r in curve], **style)
     for col, name in enumerate(("env steps (M)", "wall-clock (min)")):
         axes[1, col].set_xlabel(name)
         axes[0, col].axhline(WALK_TRACKING, color="grey", ls=":")
