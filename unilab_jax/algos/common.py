@@ -53,18 +53,22 @@ def bind(name: str, fn: Callable, *args: Any, **kwargs: Any) -> Callable:
     return bound
 
 
-def make_agent(parts: Any, **functions: Callable) -> Agent:
-    """The `Agent` whose fields are `functions` (`init=_init`, ...: each takes `parts` first)
-    bound to `parts`; `update_target` at `parts.config.tau` and `update_normalizers` (a no-op
-    unless `parts.config.obs_normalization`) unless given."""
+def make_agent(parts: Any, *functions: Callable, **more: Callable) -> Agent:
+    """The `Agent` of a learner module: `functions` are its `init`, `init_explore`, `explore`,
+    `act`, `update_critic` and `update_actor` in that order (`Agent`'s), `more` any optional
+    field (`observe_rewards=`); each takes `parts` first and is bound to it. `update_target`
+    runs at `parts.config.tau`, `update_normalizers` is a no-op unless
+    `parts.config.obs_normalization`."""
     config = parts.config
     enabled = getattr(config, "obs_normalization", False)
+    names = ("init", "init_explore", "explore", "act", "update_critic", "update_actor")
+    bound = {**dict(zip(names, functions, strict=True)), **more}
     return Agent(
         update_target=bind("update_target", update_target, tau=config.tau),
         update_normalizers=bind(
             "update_normalizers", update_normalizers, enabled=enabled, axis_name=parts.axis_name
         ),
-        **{name: bind(name, fn, parts) for name, fn in functions.items()},
+        **{name: bind(name, fn, parts) for name, fn in bound.items()},
     )
 
 

@@ -263,16 +263,8 @@ def make_flash_sac(
         alpha_opt=_optimizer(config, config.alpha_lr, decay=False),
         axis_name=axis_name,
     )
-    return make_agent(
-        parts,
-        init=_init,
-        init_explore=_init_explore,
-        explore=_explore,
-        act=_act,
-        update_critic=_update_critic,
-        update_actor=_update_actor,
-        observe_rewards=_observe_rewards,
-    )
+    functions = _init, _init_explore, _explore, _act, _update_critic, _update_actor
+    return make_agent(parts, *functions, observe_rewards=_observe_rewards)
 
 
 def _init(parts: _Parts, key: jax.Array) -> FlashSACState:

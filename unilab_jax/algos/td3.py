@@ -234,15 +234,8 @@ def make_td3(
         augment=make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim),
         axis_name=axis_name,
     )
-    return make_agent(
-        parts,
-        init=_init,
-        init_explore=_init_explore,
-        explore=_explore,
-        act=_act,
-        update_critic=_update_critic,
-        update_actor=_update_actor,
-    )
+    functions = _init, _init_explore, _explore, _act, _update_critic, _update_actor
+    return make_agent(parts, *functions)
 
 
 def _init(parts: _TD3Parts, key: jax.Array) -> TD3State:
