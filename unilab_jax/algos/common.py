@@ -1,4 +1,4 @@
-"""The pieces FastSAC and FastTD3 both build their `Agent` from, written once.
+"""The pieces the learners (FastSAC, FastTD3; FlashSAC for its `Agent`) build from, written once.
 
 - `make_agent`: the `Agent` of a learner module, its functions bound to the agent's parts,
   with the shared target and normaliser updates; `bind`, one such function.
