@@ -345,7 +345,7 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
                 algo_train=_per_algo(preset.algo_train, _G1_CPU_TRAIN),
                 source=f"{preset.source}; symmetry augmentation (TD3 with exploration std "
                 "0.05-0.4; SAC with the reference's SAC recipe: no observation normaliser, 512 "
-                "replay rows per env) on the reference's G1",
+                "replay rows per env, value support -20 to 20) on the reference's G1",
             )
         return preset
     return preset
