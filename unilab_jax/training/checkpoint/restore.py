@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +45,14 @@ def _restore(directory: Path, like: Any, step: int | None, only: str | None) -> 
     saved, wanted = meta.get("items", {}), layout.split_items(like)
     _check_layout(step, meta, saved if only is None else {only: saved.get(only, {})}, wanted)
     restored, failure = {}, None
-    with ocp.StandardCheckpointer() as checkpointer:
+    with _stderr_held() as held, ocp.StandardCheckpointer() as checkpointer:
         for item, arrays in wanted.items():  # all, also after a failure: the same calls on
             abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, arrays)  # every process
             try:
                 restored[item] = checkpointer.restore(directory / str(step) / item, abstract)
             except Exception as err:  # orbax and tensorstore raise many types for a bad file
-                reason = f"{item}/ could not be read ({type(err).__name__}: {err}"
-                failure = failure or reason.split("\n")[0] + ")"
+                failure = failure or f"{item}/ could not be read ({_first_cause(err)})"
+        held.keep = failure is None
     if processes.is_multiprocess():  # every process raises alike
         from jax.experimental import multihost_utils
 
@@ -62,6 +67,40 @@ def _restore(directory: Path, like: Any, step: int | None, only: str | None) -> 
                 reason = f"{item}/{name} does not match its recorded checksum"
                 raise CheckpointDamagedError(directory, step, reason)
     return layout.merge_items(like, restored)
+
+
+class _Held:
+    keep = True
+
+
+@contextlib.contextmanager
+def _stderr_held() -> Iterator[_Held]:
+    """File descriptor 2 into a temporary file while orbax reads. It reads every array at once,
+    and when one read fails the others, finishing on tensorstore's threads after orbax's event
+    loop has closed, print their tracebacks there: thousands of lines before the one error
+    that says what is wrong. What was held is written out unless ``keep`` was set False."""
+    held, saved = _Held(), os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield held
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if held.keep:
+                sink.seek(0)
+                sys.stderr.write(sink.read().decode(errors="replace"))
+
+
+def _first_cause(err: BaseException) -> str:
+    """The innermost exception's first line, without tensorstore's spec (kilobytes of JSON):
+    it names the file and what is wrong with it."""
+    while (inner := err.__cause__ or err.__context__) is not None:
+        err = inner
+    text = str(err).split("\n")[0].split(" [tensorstore_spec")[0]
+    return f"{type(err).__name__}: {text}"
 
 
 def _check_layout(step: int, meta: dict, saved: dict, wanted: dict[str, dict[str, Any]]) -> None:
