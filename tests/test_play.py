@@ -97,3 +97,29 @@ def test_a_mujoco_gl_that_cannot_render_exits_2_saying_why(
     )
     assert reason in err and "unset MUJOCO_GL" in err and "libosmesa6" in err
     assert not (tmp_path / "a.mp4").exists()
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+@pytest.mark.parametrize("name", ["G1WalkFlat", "Go2JoystickFlat"])
+def test_a_robot_built_for_physics_only_is_rendered_not_just_its_floor(name, tmp_path, gl_backend):
+    """The reference's G1 and Go2 have only collision geoms (group 3, hidden by MuJoCo's
+    default): a video of them showed an empty floor. The robot's geoms are drawn, opaque."""
+    import numpy as np
+
+    from unilab_jax.envs import load
+    from unilab_jax.policy.video import resolve_camera, write_video
+
+    _, imageio = gl_backend
+    play.use_gl_backend(gl_backend[0])
+    model = play.render_source(load(name)).model
+    rgba = model.geom_rgba.copy()
+    one = play.Rollout(np.zeros(1), np.ones(1), model.qpos0[None, None], np.zeros((1, 1, model.nv)),
+                       np.ones((1, 1), bool))  # fmt: skip
+    video = tmp_path / "robot.mp4"
+    assert write_video(video, model, one, width=96, height=72,
+                       camera=resolve_camera(model, None), fps=50) == 1  # fmt: skip
+    frame = imageio.get_reader(str(video), format="FFMPEG").get_data(0).astype(int)
+    # The floor is grey (r = g = b); the robot's geoms are coloured.
+    coloured = np.abs(frame - frame.mean(axis=2, keepdims=True)).max(axis=2) > 30
+    assert coloured.mean() > 0.01, coloured.mean()
+    assert np.array_equal(model.geom_rgba, rgba)  # the task's model is left as it was

@@ -204,6 +204,50 @@ def walking_figures(env: str, policies: dict[str, tuple], episodes: int, seed: i
     return out
 
 
+def walking_video(policy, path: Path, seed: int = 1, size: tuple[int, int] = (480, 360)) -> int:
+    """One deterministic episode of ``policy`` (a ``unilab_jax.policy.load.Policy``) on C MuJoCo
+    from the evaluator's first reset of ``seed`` (its command from the task's distribution),
+    rendered from the task's first camera into ``path`` (mp4); returns the frames written."""
+    from unilab_jax.envs import load
+    from unilab_jax.policy.gl_backends import (
+        RenderError,
+        choose_gl_backend,
+        no_backend_message,
+        use_gl_backend,
+    )
+    from unilab_jax.policy.play import render_source, rollout_mujoco
+    from unilab_jax.policy.video import resolve_camera, write_video
+
+    backend, failures = choose_gl_backend()
+    if backend is None:
+        raise RenderError(no_backend_message(failures))
+    use_gl_backend(backend)
+    env = load(policy.env)
+    result = rollout_mujoco(policy, env, 1, env.episode_length, seed)
+    source = render_source(env)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    camera = resolve_camera(source.model, None)
+    return write_video(Path(path), source.model, result, width=size[0], height=size[1],
+                       camera=camera, fps=1.0 / source.control_dt)  # fmt: skip
+
+
+def snapshot_policy(env: str, algo: str, agent, state, iteration: int, config: dict):
+    """An in-memory agent snapshot of a core run as a ``Policy`` (for :func:`walking_video`)."""
+    from unilab_jax.envs import load
+    from unilab_jax.policy.load import Policy
+
+    task = load(env)
+    return Policy(env=env, algo=algo, iteration=iteration, obs_dim=task.obs_size["obs"],
+                  action_dim=task.action_size, config=config, checkpoint="", agent=agent,
+                  state=state)  # fmt: skip
+
+
+def best_row(rows: list[dict]) -> dict:
+    """The evaluated snapshot that walks best: the highest tracking share times the share of
+    episodes reaching the time limit (the later one on a tie)."""
+    return max(reversed(rows), key=lambda r: r["tracking_share"] * r["time_limit_rate"])
+
+
 def walk(args: argparse.Namespace) -> None:
     """Walking figures of a run's newest checkpoint beside the untrained policy."""
     import jax
@@ -289,8 +333,15 @@ def train_run(args: argparse.Namespace) -> None:
         rows.append({"policy": "trained", **{k: v for k, v in snap.items() if k != "agent"},
                      **fig["p"]})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
-    trainer.close()
     settings = {"train": {k: str(v) for k, v in config.__dict__.items()}, "algo": algo}
+    if args.video and snapshots:
+        best = best_row(rows[1:])
+        snap = next(s for s in snapshots if s["iteration"] == best["iteration"])
+        policy = snapshot_policy(args.env, args.algo, trainer.agent, snap["agent"],
+                                 snap["iteration"], {"train": {}, "algo": algo})  # fmt: skip
+        frames = walking_video(policy, Path(args.video), args.seed)
+        print(f"video: {args.video} ({frames} frames, iteration {snap['iteration']})", flush=True)
+    trainer.close()
     with open(args.out, "a") as out:
         for row in rows:
             out.write(json.dumps({"env": args.env, "algo": args.algo, "label": args.label,
@@ -491,6 +542,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--algo-set", nargs="*", default=[], help="train: algo k=json")
     parser.add_argument("--label", default="", help="train: a name for the rows")
     parser.add_argument("--out", default="bench/results/locomotion.json", help="train: rows")
+    parser.add_argument("--video", help="train: an mp4 of the best-walking snapshot")
     parser.add_argument("run", nargs="?", help="walk: a run's log dir")
     parser.add_argument("--episodes", type=int, default=64, help="walk: episodes (envs)")
     parser.add_argument("--seed", type=int, default=1, help="walk: seed of the episodes")

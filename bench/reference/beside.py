@@ -294,7 +294,7 @@ def speed(args: argparse.Namespace, task: str) -> list[dict]:
 def learn(args: argparse.Namespace, task: str) -> list[dict]:
     import jax
 
-    from bench.learning.locomotion import walking_figures
+    from bench.learning.locomotion import best_row, walking_figures, walking_video
 
     recipe = RECIPES[task]
     rows = []
@@ -306,6 +306,8 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
                "--algo", recipe.our_algo, "--minutes", str(args.our_minutes),
                "--snapshot-every", str(args.our_snapshot_every), "--set", f"seed={seed}",
                "--out", str(scratch / "ours.json"), "--label", f"core seed {seed}"]  # fmt: skip
+        if seed == args.seeds[0]:  # the first seed's best-walking snapshot, on video
+            cmd += ["--video", str(video_path(task, "core"))]
         subprocess.run(cmd, check=True)
     if args.facade_minutes > 0:
         cmd = [sys.executable, "-m", "bench.learning.locomotion", "torch", "--env", task,
@@ -343,7 +345,18 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
                          "env_steps": it * num_envs, "wall_sec": ckpt.stat().st_mtime - started,
                          **fig})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
+        walked = [r for r in rows if r["side"] == "reference" and r["seed"] == seed]
+        if walked and seed == args.ref_seeds[0]:  # its best-walking checkpoint, on video
+            best = best_row(walked)
+            policy = reference_policy(recipe, task, log_dir / f"model_{best['iteration']}.pt",
+                                      scratch)  # fmt: skip
+            walking_video(policy, video_path(task, "reference"))
     return [{"task": task, "part": "learn", **r} for r in rows]
+
+
+def video_path(task: str, side: str) -> Path:
+    """Where a side's walking video of ``task`` goes (beside the task's figure)."""
+    return FIGURES_DIR / f"reference_{task}_{side}.mp4"
 
 
 # ----------------------------------------------------------------------------- results

@@ -88,10 +88,11 @@ def write_video(
     from mujoco.rendering.classic.renderer import Renderer  # raises what mujoco.Renderer hides
 
     imageio = imageio_module()
-    if model.vis.global_.offwidth < width or model.vis.global_.offheight < height:
-        model = copy.deepcopy(model)  # a larger offscreen buffer, on a copy of the task's model
-        model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
-        model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+    model = copy.deepcopy(model)  # the render's changes go to a copy of the task's model
+    model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)  # the offscreen buffer
+    model.vis.global_.offheight = max(model.vis.global_.offheight, height)
+    scene_option = _robot_visible(model)
+    view = _follow(model) if camera == -1 else camera
     data = mujoco.MjData(model)
     renderer = Renderer(model, height, width)
     frames = 0
@@ -112,13 +113,52 @@ def write_video(
                     data.qpos[:] = result.qpos[t, episode]
                     data.qvel[:] = result.qvel[t, episode]
                     mujoco.mj_forward(model, data)
-                    renderer.update_scene(data, camera=camera)
+                    renderer.update_scene(data, camera=view, scene_option=scene_option)
                     writer.append_data(renderer.render())
                     frames += 1
     finally:
         with contextlib.suppress(Exception):
             renderer.close()
     return frames
+
+
+def _robot_visible(model: Any) -> Any:
+    """The scene option that shows the robot: MuJoCo's default (geom groups 0-2) when a moving
+    body has a geom there; else, as in models built for physics only (the reference's G1 and
+    Go2: collision primitives in group 3, no meshes), also the groups its geoms are in, those
+    geoms made opaque (on ``model``, a copy)."""
+    import mujoco
+
+    option = mujoco.MjvOption()
+    moving = model.geom_bodyid > 0
+    if np.any(moving & (model.geom_group < 3)):
+        return option
+    for group in np.unique(model.geom_group[moving]):
+        option.geomgroup[group] = 1
+    model.geom_rgba[moving, 3] = 1.0
+    grey = moving & np.all(model.geom_rgba[:, :3] == 0.5, axis=1)  # MuJoCo's default colour,
+    model.geom_rgba[grey, :3] = (0.35, 0.55, 0.8)  # the floor's too: blue to stand out on it
+    if model.nlight == 0:  # the headlight alone, at MuJoCo's default, leaves it dim
+        model.vis.headlight.ambient[:] = 0.4
+        model.vis.headlight.diffuse[:] = 0.7
+    return option
+
+
+def _follow(model: Any) -> Any:
+    """The free camera (``-1``): for a floating robot (a free joint at its root), one that
+    follows it from the front left, as the tasks' own tracking cameras do; else MuJoCo's."""
+    import mujoco
+
+    if model.nbody < 2 or model.body_jntnum[1] < 1:
+        return -1
+    if model.jnt_type[model.body_jntadr[1]] != mujoco.mjtJoint.mjJNT_FREE:
+        return -1
+    view = mujoco.MjvCamera()
+    view.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+    view.trackbodyid = 1
+    view.distance = 2.5 * model.stat.extent
+    view.azimuth, view.elevation = 145.0, -15.0
+    return view
 
 
 def find_wandb_run(run: str | Path) -> tuple[Path, dict]:
