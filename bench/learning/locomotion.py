@@ -272,13 +272,25 @@ def walk(args: argparse.Namespace) -> None:
     print(json.dumps(figures))
 
 
+def _budget(minutes: float):
+    """The training budget: a SIGINT to this process after ``minutes``, which the run takes as
+    a stop after its iteration. SIGINT is first given its default handler: a job started in
+    the background (``nohup ... &``) inherits it ignored, and the run's own handlers leave an
+    ignored SIGINT ignored, so the run would train on past its budget (a facade run did)."""
+    import signal
+    import threading
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(60 * minutes, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.daemon = True
+    return timer
+
+
 def train_run(args: argparse.Namespace) -> None:
     """Train ``--env`` with the core (C MuJoCo collection unless ``--physics mjx``) for
     ``--minutes`` of training, keeping the agent every ``--snapshot-every`` iterations with its
     env steps and wall-clock; afterwards (outside the clock) evaluate every snapshot with
     ``walking_figures`` and write the curve to ``--out`` (JSON lines)."""
-    import signal
-    import threading
 
     import jax
 
@@ -309,8 +321,7 @@ def train_run(args: argparse.Namespace) -> None:
                 )
 
     # The budget: a SIGINT to ourselves after --minutes stops the run after its block.
-    timer = threading.Timer(60 * args.minutes, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.daemon = True
+    timer = _budget(args.minutes)
     timer.start()
     try:
         train(config, trainer=trainer, sinks=[PlainLineSink(), Snapshots()], quiet=True)
@@ -389,9 +400,7 @@ def torch_run(args: argparse.Namespace) -> None:
     reference's architecture) for ``--minutes``, saving ``model_<it>.pt`` every
     ``--snapshot-every`` iterations; afterwards every checkpoint is evaluated with
     ``walking_figures`` (wall-clock from the file's time) and written to ``--out``."""
-    import signal
     import tempfile
-    import threading
     from pathlib import Path
 
     import jax
@@ -404,8 +413,7 @@ def torch_run(args: argparse.Namespace) -> None:
     runner, config = facade_runner(args.env, args.algo, train_set, algo_set)
     warmup = -(-config.train_start_rows // config.num_envs)  # chunks before the 1st iteration
     log_dir = Path(tempfile.mkdtemp(prefix="torch_locomotion_"))
-    timer = threading.Timer(60 * args.minutes, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.daemon = True
+    timer = _budget(args.minutes)
     timer.start()
     try:
         runner.learn(10**7, save_interval=args.snapshot_every, log_dir=str(log_dir),
