@@ -208,27 +208,11 @@ def walking_video(policy, path: Path, seed: int = 1, size: tuple[int, int] = (48
     """One deterministic episode of ``policy`` (a ``unilab_jax.policy.load.Policy``) on C MuJoCo
     from the evaluator's first reset of ``seed`` (its command from the task's distribution),
     rendered from the task's first camera into ``path`` (mp4); returns the frames written."""
-    from unilab_jax.envs import load
-    from unilab_jax.policy.gl_backends import (
-        RenderError,
-        choose_gl_backend,
-        no_backend_message,
-        use_gl_backend,
-    )
-    from unilab_jax.policy.play import render_source, rollout_mujoco
-    from unilab_jax.policy.video import resolve_camera, write_video
+    from unilab_jax.policy.play import play_policy
 
-    backend, failures = choose_gl_backend()
-    if backend is None:
-        raise RenderError(no_backend_message(failures))
-    use_gl_backend(backend)
-    env = load(policy.env)
-    result = rollout_mujoco(policy, env, 1, env.episode_length, seed)
-    source = render_source(env)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    camera = resolve_camera(source.model, None)
-    return write_video(Path(path), source.model, result, width=size[0], height=size[1],
-                       camera=camera, fps=1.0 / source.control_dt)  # fmt: skip
+    played = play_policy(policy, video=Path(path), width=size[0], height=size[1], seed=seed,
+                         physics="mujoco")  # fmt: skip
+    return played.frames
 
 
 def snapshot_policy(env: str, algo: str, agent, state, iteration: int, config: dict):

@@ -93,6 +93,7 @@ __all__ = [
     "log_to_wandb",
     "no_backend_message",
     "play_checks",
+    "play_policy",
     "play_run",
     "probe_gl_backend",
     "render_source",
@@ -263,24 +264,40 @@ def play_run(
     """``unilab-jax play`` (the module docstring): play ``run``'s deterministic policy, render
     the episodes into ``video`` and log them to the run's wandb run when asked. Bad input, a
     missing GL backend or a failed render raise one of :data:`PLAY_ERRORS` with one line."""
-    from unilab_jax.envs import load
     from unilab_jax.policy.load import load_policy
 
     video = None if video is None else Path(video)
     play_checks(episodes=episodes, steps=steps, fps=fps, wandb=wandb, video=video, width=width,
                 height=height)  # fmt: skip
     wandb_dir, record = find_wandb_run(run) if wandb else (None, None)
-    backend = None
-    if video or wandb:  # the GL backend, set before anything imports mujoco
-        imageio_module()
-        backend, failures = choose_gl_backend()
-        if backend is None:
-            raise RenderError(no_backend_message(failures))
-        use_gl_backend(backend)
+    backend = _gl_backend() if video or wandb else None  # before anything imports mujoco
     policy = load_policy(run, step)
+    if wandb and video is None:
+        video = wandb_dir / "videos" / f"iteration_{policy.iteration}.mp4"
+    played = play_policy(policy, video=video, episodes=episodes, steps=steps, width=width,
+                         height=height, camera=camera, fps=fps, seed=seed, physics=physics,
+                         backend=backend)  # fmt: skip
+    if wandb:
+        where = log_to_wandb(record, wandb_dir, video, policy.iteration, played.result.returns)
+        played = dataclasses.replace(played, wandb_run=record["id"], wandb_where=where)
+    return played
+
+
+def play_policy(
+    policy: Any, *, video: Path | None = None, episodes: int = 1, steps: int | None = None,
+    width: int = 640, height: int = 480, camera: str | None = None, fps: float | None = None,
+    seed: int = 0, physics: str | None = None, backend: str | None = None,
+) -> Played:  # fmt: skip
+    """Play a loaded ``policy`` (``unilab_jax.policy.load.Policy``, from disk or built in
+    memory) as :func:`play_run` does, rendering into ``video`` when given (through ``backend``,
+    else the one :func:`choose_gl_backend` finds)."""
+    from unilab_jax.envs import load
+
+    if video and backend is None:
+        backend = _gl_backend()
     env = load(policy.env, config_override=policy.config["train"].get("env_overrides"))
     source = render_source(env)
-    cam = resolve_camera(source.model, camera) if backend else -1
+    cam = resolve_camera(source.model, camera) if video else -1
     physics = physics or policy.config.get("train", {}).get("physics", "mjx")
     if physics == "mujoco" and getattr(env, "task", None) is None:
         raise ValueError(f"{policy.env} is a JAX environment and runs on MJX only")
@@ -289,9 +306,9 @@ def play_run(
         result = rollout_mujoco(policy, env, episodes, steps, seed)
     else:
         result = rollout(policy, env, source, episodes, steps, seed)
-    if not (video or wandb):
+    if not video:
         return Played(policy, result)
-    video = video or wandb_dir / "videos" / f"iteration_{policy.iteration}.mp4"
+    video = Path(video)
     fps = fps or 1.0 / source.control_dt
     video.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -305,11 +322,17 @@ def play_run(
         raise RenderError(
             f"rendering with MUJOCO_GL={backend} failed: {type(err).__name__}: {err}"
         ) from None
-    played = Played(policy, result, video, frames, fps, cam, backend)
-    if wandb:
-        where = log_to_wandb(record, wandb_dir, video, policy.iteration, result.returns)
-        played = dataclasses.replace(played, wandb_run=record["id"], wandb_where=where)
-    return played
+    return Played(policy, result, video, frames, fps, cam, backend)
+
+
+def _gl_backend() -> str:
+    """The GL backend that renders here (``choose_gl_backend``), set for this process."""
+    imageio_module()
+    backend, failures = choose_gl_backend()
+    if backend is None:
+        raise RenderError(no_backend_message(failures))
+    use_gl_backend(backend)
+    return backend
 
 
 #: What :func:`play_run` raises on bad input or a failed render (``UnknownEnvError`` is a
