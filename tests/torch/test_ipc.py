@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import torch
 from leftovers import shm_entries
 
-from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
+from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync, StopFlag
 
 torch.set_num_threads(1)  # 2 shared cores: keep the parent from competing with the child
 
@@ -109,14 +110,16 @@ def test_sample_skips_slots_of_a_write_in_progress():
     buf.close()
 
 
-def test_buffer_pickles_without_its_recorder():
+def test_buffer_pickles_without_its_recorder_and_lock_wait_hook():
     from unilab.logging import TraceRecorder
 
     buf = make_buffer()
     buf.recorder = TraceRecorder("test")
+    buf.while_waiting = print
     state = buf.__getstate__()  # the Lock inside only pickles while spawning a process
-    assert state["recorder"] is None and state["storage"] is buf.storage
-    assert buf.recorder is not None
+    assert state["recorder"] is None and state["while_waiting"] is None
+    assert state["storage"] is buf.storage
+    assert buf.recorder is not None and buf.while_waiting is print
     buf.close()
 
 
@@ -281,8 +284,8 @@ def test_replay_and_weight_sync_emit_reference_trace_names():
     buf.close()
 
 
-def _die_holding_the_lock(sync: SharedWeightSync, started) -> None:
-    sync._lock.acquire()
+def _die_holding_the_lock(shared: SharedWeightSync | ReplayBuffer, started) -> None:
+    shared._lock.acquire()
     started.set()
     os.kill(os.getpid(), signal.SIGKILL)  # a collector killed mid-read: the lock stays taken
 
@@ -307,3 +310,56 @@ def test_a_writer_is_not_blocked_forever_by_a_reader_killed_holding_the_lock():
         assert len(polls) == 1  # asked after the first second, not never
     finally:
         sync.cleanup()
+
+
+def test_a_sampling_learner_is_not_blocked_forever_by_a_writer_killed_holding_the_lock():
+    buf = make_buffer()
+    buf.add(**transitions(3))
+    started = SPAWN.Event()
+    proc = SPAWN.Process(target=_die_holding_the_lock, args=(buf, started), daemon=True)
+    proc.start()
+    try:
+        assert started.wait(60)
+        proc.join(30)
+        assert proc.exitcode == -signal.SIGKILL
+
+        def collector_died() -> None:
+            raise RuntimeError("the collector is gone")
+
+        buf.while_waiting = collector_died
+        with pytest.raises(RuntimeError, match="the collector is gone"):
+            buf.sample(4)
+    finally:
+        buf.close()
+
+
+def _spin_on(flag: StopFlag, started) -> None:
+    started.set()
+    while not flag.is_set():  # a collector polling its stop event, killed mid-poll
+        pass
+    os._exit(3)
+
+
+def test_the_stop_flag_is_set_after_a_collector_killed_while_polling_it():
+    """A `multiprocessing.Event` here hung the learner's `close()` for good (its lock died
+    with the collector); the flag must be settable and seen by a fresh process."""
+    flag = StopFlag(SPAWN)
+    started = SPAWN.Event()
+    proc = SPAWN.Process(target=_spin_on, args=(flag, started), daemon=True)
+    proc.start()
+    assert started.wait(60)
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(30)
+    assert proc.exitcode == -signal.SIGKILL
+    setter = threading.Thread(target=flag.set, daemon=True)
+    setter.start()
+    setter.join(10)
+    assert not setter.is_alive(), "set() blocked after the poller was killed"
+    assert flag.is_set() and flag.wait(0)
+    late = SPAWN.Process(target=_spin_on, args=(flag, started), daemon=True)
+    late.start()
+    late.join(60)
+    assert late.exitcode == 3  # a process spawned with the flag sees it set
+    flag.clear()
+    assert not flag.wait(0.02)

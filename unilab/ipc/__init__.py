@@ -2,11 +2,13 @@
 
 All are created in the learner and handed to the spawned collector through its `Process`
 arguments (spawn pickling): the replay ring (`ReplayBuffer`), the actor weights
-(`SharedWeightSync`) and the observation statistics (`SharedObsNormStats`).
+(`SharedWeightSync`), the observation statistics (`SharedObsNormStats`) and the stop request
+(`StopFlag`).
 """
 
 from unilab.ipc.replay_buffer import ReplayBuffer
 from unilab.ipc.shared_obs_stats import SharedObsNormStats
+from unilab.ipc.stop_flag import StopFlag
 from unilab.ipc.weight_sync import SharedWeightSync
 
-__all__ = ["ReplayBuffer", "SharedObsNormStats", "SharedWeightSync"]
+__all__ = ["ReplayBuffer", "SharedObsNormStats", "SharedWeightSync", "StopFlag"]

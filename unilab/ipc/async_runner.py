@@ -5,11 +5,12 @@ objects created here and in the runner (replay ring, weight block, queues). This
 the lifetime rules in one place:
 
 - The collector target runs inside `_collector_entry_wrapper`. An exception there is formatted
-  (traceback included) and sent to the learner over a one-way `Pipe`, and the stop event is
-  set; the learner's `check_collector()` turns it into a `CollectorError` carrying the
-  collector's traceback. A collector that dies without a report (killed, segfault) is reported
-  with its exit code. The reference at the documented version sent `{"error": ...}` over the
-  metrics queue and then swallowed it (quirk "collector errors are swallowed").
+  (traceback included) and sent to the learner over a one-way `Pipe`, and the stop event (a
+  lock-free `StopFlag`, which a killed collector cannot leave locked) is set; the learner's
+  `check_collector()` turns it into a `CollectorError` carrying the collector's traceback.
+  A collector that dies without a report (killed, segfault) is reported with its exit code.
+  The reference at the documented version sent `{"error": ...}` over the metrics queue and
+  then swallowed it (quirk "collector errors are swallowed").
 - The collector ignores SIGINT and SIGTERM: Ctrl+C in a terminal reaches the whole process
   group (and a cluster may signal every process of a job), and the learner, not the
   collector, decides how to stop (it sets the stop event in `close()`). The collector also
@@ -42,6 +43,8 @@ import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+from unilab.ipc.stop_flag import StopFlag
 
 __all__ = [
     "AsyncRunner",
@@ -140,9 +143,9 @@ class AsyncRunner(abc.ABC):
         return resource
 
     def _prepare_run(self) -> None:
-        """Fresh stop event for a new run; previous resources must have been released."""
+        """Fresh stop flag for a new run; previous resources must have been released."""
         self._close_complete = False
-        self._stop_event = self._ctx.Event()
+        self._stop_event = StopFlag(self._ctx)
         self._collector_report = None
 
     def _start_collector(self, target_fn: Callable[..., None], kwargs: dict[str, Any]) -> None:

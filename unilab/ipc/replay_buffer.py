@@ -21,7 +21,10 @@ check on absolute row numbers, the seqlock idea applied to a ring, instead of lo
 - Each counter read / update happens under a tiny spawn `Lock`. The lock is never held during a
   row copy, so the collector never waits for a gather and vice versa; its only job is to act as
   the memory barrier that orders "counter, then data" on the writer and "data, then counter"
-  on the reader on any CPU (x86 would be ordered anyway, ARM would not).
+  on the reader on any CPU (x86 would be ordered anyway, ARM would not). A process killed
+  while holding it (SIGKILL, the OOM killer) never releases it, so a waiter gives up each
+  second to call `while_waiting` (the learner checks there that its collector is alive and
+  raises `CollectorError`) instead of blocking forever.
 
 Other deviations: the terminal patch (next_obs / next_critic of rows whose terminal mask is set)
 is applied while packing the rows, before they reach shared memory, so a reader can never see a
@@ -31,8 +34,10 @@ overwriting (they are about to disappear anyway). Exactly one process may `add`.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -41,6 +46,7 @@ from unilab.logging.trace_event import TraceRecorder, maybe_span
 
 __all__ = ["ReplayBuffer"]
 
+_LOCK_POLL_S = 1.0  # the lock is held for microseconds; a second means its holder is stuck
 _FIELDS = ("obs", "next_obs", "actions", "rewards", "dones", "truncated", "critic", "next_critic")
 
 
@@ -86,6 +92,9 @@ class ReplayBuffer:
         self.size = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.claimed = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._lock: Any = mp.get_context("spawn").Lock()
+        # Called each second the counter lock stays taken (see the module docstring); per
+        # process, not pickled.
+        self.while_waiting: Callable[[], None] | None = None
         self.last_incremental_h2d_time_s = 0.0  # reference attribute; always 0 on this path
 
     # -- writer side -------------------------------------------------------------------------
@@ -158,7 +167,7 @@ class ReplayBuffer:
         """Claim `n` rows; returns their first absolute row number (= current `ptr`)."""
         if n > self.capacity:
             raise ValueError(f"cannot add {n} rows to a ring of {self.capacity}")
-        with self._lock:
+        with self._locked():
             start = int(self.ptr.item())
             self.claimed.fill_(start + n)
         return start
@@ -173,7 +182,7 @@ class ReplayBuffer:
 
     def _publish(self, end: int) -> None:
         """Make rows `< end` visible to readers (after their data is in place)."""
-        with self._lock:
+        with self._locked():
             self.ptr.fill_(end)
             self.size.fill_(min(end, self.capacity))
 
@@ -184,8 +193,18 @@ class ReplayBuffer:
 
     # -- reader side -------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        while not self._lock.acquire(timeout=_LOCK_POLL_S):
+            if self.while_waiting is not None:
+                self.while_waiting()
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def _counters(self) -> tuple[int, int, int]:
-        with self._lock:
+        with self._locked():
             return int(self.ptr.item()), int(self.size.item()), int(self.claimed.item())
 
     def _draw(self, count: int, generator: torch.Generator | None) -> torch.Tensor:
@@ -279,4 +298,5 @@ class ReplayBuffer:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["recorder"] = None  # each process traces into its own recorder
+        state["while_waiting"] = None
         return state

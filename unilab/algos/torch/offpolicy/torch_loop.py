@@ -299,6 +299,7 @@ class TorchLoop(AsyncRunner):
                 self.critic_dim, self.device, recorder,
             )
         )  # fmt: skip
+        self.replay_buffer.while_waiting = self.check_collector  # a collector killed mid-add
         actor_state = self.learner.actor.state_dict()
         self.weight_sync = self._register_resource(SharedWeightSync(actor_state, recorder))
         self.metrics_queue = self._new_queue(maxsize=100)
