@@ -28,13 +28,13 @@ explicitly, where a case needs them (each named at its use):
   critic input: our critic normaliser gets identity statistics (mean 0, ``std + eps == 1``
   exactly). Its exploration buffers (``noise_scales``, ``log_std_*``) are collector state here;
   the JAX core keeps no ``actor_target``.
-- FlashSAC: the parameter names differ (table ``flash_names``); the reference's actor samples
-  all ``2B`` rows of ``[s; s']`` in ``update_actor`` and uses the first ``B``: we are given those
-  ``B`` draws. Its target critic keeps BatchNorm statistics it never uses (ours keeps none).
-  Its ``temperature`` metric is the value before the temperature step (ours reports ``alpha``
-  after it), its ``reward_scale_std`` is ``sqrt(var G)`` (ours reports the divisor). Ours has no
-  learning-rate warm-up and one ``num_blocks``. Its reward statistics start from a prior count
-  and reset the return one step early (the last test).
+- FlashSAC: the parameter names differ (``flash_sac.reference_names``); the reference's actor
+  samples all ``2B`` rows of ``[s; s']`` in ``update_actor`` and uses the first ``B``: we are
+  given those ``B`` draws. Its target critic keeps BatchNorm statistics it never uses (ours
+  keeps none). Its ``temperature`` metric is the value before the temperature step (ours
+  reports ``alpha`` after it), its ``reward_scale_std`` is ``sqrt(var G)`` (ours reports the
+  divisor). Ours has no learning-rate warm-up and one ``num_blocks``. Its reward statistics
+  start from a prior count and reset the return one step early (the last test).
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ from unilab.algos.torch.fast_sac.learner import FastSACLearner
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.flash_sac.learner import FlashSACLearner
 from unilab.algos.torch.flash_sac.networks import RewardStatistics
+from unilab.algos.torch.flash_sac.reference_names import our_name
 from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.flash_sac import make_flash_sac
 from unilab_jax.algos.normalizer import NORMALIZER_EPS, NormalizerState
@@ -545,68 +546,11 @@ TD3 = Case(build_td3, TD3_NAMES, run_td3_facade, run_td3_core, td3_metrics)
 
 
 def flash_names(num_members: int = 2) -> Names:
-    """The reference's FlashSAC names -> ours (documented table):
-
-    ========================================  =========================================
-    reference (actor / critic ``[E, ...]``)   ours (actor / critic member ``e``)
-    ========================================  =========================================
-    ``embedder.norm.*``                       ``trunk.bn_in.*``
-    ``embedder.w.w.weight`` / ``.w.weight``   ``trunk.embed.weight``
-    ``encoder.i.w1.*`` / ``norm1.*``          ``trunk.blocks.i.up.*`` / ``bn_up.*``
-    ``encoder.i.w2.*`` / ``norm2.*``          ``trunk.blocks.i.down.*`` / ``bn_down.*``
-    ``post_norm.weight``                      ``trunk.rms.weight``
-    ``predictor.mean_w.w.weight`` / ``_bias`` ``fc_mu.weight`` / ``.bias``
-    ``predictor.std_w.w.weight`` / ``_bias``  ``fc_logstd.weight`` / ``.bias``
-    ``predictor.logit_w.weight`` / ``_bias``  ``qnets.e.logits.weight`` / ``.bias``
-    ``critic.predictor.support``              ``support`` (the learner's)
-    ``critic`` / ``target_critic``            ``qnet`` / ``qnet_target``
-    ``temperature.log_temp``                  ``log_alpha``
-    ``reward_normalizer.rms.{mean,var,count}`` ``reward_stats.{mean,var,count}``
-    ``reward_normalizer.g_r_max``             ``reward_stats.abs_max``
-    ========================================  =========================================
-    """
-    trunk = [
-        ("embedder.norm.", "trunk.bn_in."),
-        ("embedder.w.w.weight", "trunk.embed.weight"),
-        ("embedder.w.weight", "trunk.embed.weight"),
-        ("post_norm.weight", "trunk.rms.weight"),
-        ("predictor.mean_w.w.weight", "fc_mu.weight"),
-        ("predictor.mean_bias", "fc_mu.bias"),
-        ("predictor.std_w.w.weight", "fc_logstd.weight"),
-        ("predictor.std_bias", "fc_logstd.bias"),
-        ("predictor.logit_w.weight", "logits.weight"),
-        ("predictor.logit_bias", "logits.bias"),
-    ]
-    blocks = [("w1.w.", "up."), ("w1.", "up."), ("norm1.", "bn_up."), ("w2.w.", "down."),
-              ("w2.", "down."), ("norm2.", "bn_down.")]  # fmt: skip
-    fixed = {
-        "temperature.log_temp": "log_alpha",
-        "critic.predictor.support": "support",
-        "reward_normalizer.rms.mean": "reward_stats.mean",
-        "reward_normalizer.rms.var": "reward_stats.var",
-        "reward_normalizer.rms.count": "reward_stats.count",
-        "reward_normalizer.g_r_max": "reward_stats.abs_max",
-    }
-
-    def inner(rest: str) -> str:
-        if rest.startswith("encoder."):
-            _, i, tail = rest.split(".", 2)
-            for ref, ours in blocks:
-                if tail.startswith(ref):
-                    return f"trunk.blocks.{i}.{ours}{tail[len(ref) :]}"
-        for ref, ours in trunk:
-            if rest.startswith(ref):
-                return ours + rest[len(ref) :]
-        raise KeyError(rest)
+    """The reference's FlashSAC names -> ours (the table in
+    ``unilab.algos.torch.flash_sac.reference_names``)."""
 
     def table(name: str) -> list[str] | str:
-        if name in fixed:
-            return fixed[name]
-        component, rest = name.split(".", 1)
-        if component == "actor":
-            return f"actor.{inner(rest)}"
-        root = {"critic": "qnet", "target_critic": "qnet_target"}[component]
-        return [f"{root}.qnets.{e}.{inner(rest)}" for e in range(num_members)]
+        return our_name(name, num_members)
 
     return Names(
         table=table,

@@ -27,6 +27,9 @@ Every run is a child process of its own, one after another, so each has the CPU 
   least 95% of the episodes reach the time limit and the linear-velocity tracking reward per
   step is at least 0.8 of its maximum. The reference's ``model_<it>.pt`` are read by our
   facade's learner of the same algorithm, built with the reference run's recorded settings.
+  ``--ref-runs DIR,...`` evaluates reference runs trained before (their ``*_mujoco`` run
+  directories) instead of training new ones: the seed is the one the run recorded, and its
+  wall-clock counts from the start time in the directory's name.
 
 Rows go to ``bench/results/reference.json`` (one file for the family: a new run of a task and
 side replaces the old), curves against env steps and wall-clock to
@@ -210,13 +213,19 @@ def tensorboard_rates(log_dir: Path, updates_per_step: int) -> dict:
     }
 
 
-def reference_policy(recipe: Recipe, task: str, checkpoint: Path, scratch: Path):
+OUR_TORCH_NAME = {"flashsac": "flash_sac"}
+"""The reference's algorithm names that our facade spells differently."""
+
+
+def reference_policy(task: str, checkpoint: Path, scratch: Path):
     """The reference's ``model_<it>.pt`` as our ``Policy``: our facade's learner of the same
-    algorithm, built with the settings the reference run recorded, loads its state dict and is
-    saved again with our metadata."""
+    algorithm, built with the settings the reference run recorded, loads its state dict (for
+    FlashSAC its actor's, renamed: ``flash_sac.reference_names``) and is saved again with our
+    metadata."""
     import torch
 
     import unilab_jax
+    from unilab.algos.torch.flash_sac.reference_names import actor_state_from_reference
     from unilab.algos.torch.offpolicy.checkpoints import checkpoint_meta, save_model
     from unilab.algos.torch.registry import TORCH_ALGOS
     from unilab_jax.config import TrainConfig
@@ -225,16 +234,23 @@ def reference_policy(recipe: Recipe, task: str, checkpoint: Path, scratch: Path)
     recorded = json.loads((checkpoint.parent / "run_config.json").read_text())["config"]["algo"]
     params = {**{k: v for k, v in recorded.items() if k != "algo_params"},
               **recorded.get("algo_params", {})}  # fmt: skip
+    algo = OUR_TORCH_NAME.get(recorded["algo"], recorded["algo"])  # the run's, not our recipe's
     env = load(task)
-    cls = TORCH_ALGOS[recipe.our_algo].learner_cls
+    cls = TORCH_ALGOS[algo].learner_cls
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "device"}
     kwargs = {k: v for k, v in params.items() if k in accepted}
     if kwargs.get("use_symmetry"):  # the task's mirror map in place of the reference's contract
         kwargs["mirror"] = env.mirror
     learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **kwargs)
-    learner.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=False))
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    if algo == "flash_sac":  # its names differ from ours; the actor is all a policy needs
+        if recorded.get("obs_normalization"):
+            raise RuntimeError(f"{checkpoint}: a FlashSAC run with obs_normalization on")
+        learner.actor.load_state_dict(actor_state_from_reference(saved["actor"]))
+    else:
+        learner.load_state_dict(saved)
     iteration = int(checkpoint.stem.split("_")[1])
-    meta = checkpoint_meta(learner, TrainConfig(env=task, algo=recipe.our_algo), "mujoco")
+    meta = checkpoint_meta(learner, TrainConfig(env=task, algo=algo), "mujoco")
     path = scratch / checkpoint.name
     save_model(learner, path, {**meta, "iteration": iteration})
     return unilab_jax.load_policy(path)
@@ -292,10 +308,6 @@ def speed(args: argparse.Namespace, task: str) -> list[dict]:
 
 
 def learn(args: argparse.Namespace, task: str) -> list[dict]:
-    import jax
-
-    from bench.learning.locomotion import best_row, walking_figures, walking_video
-
     recipe = RECIPES[task]
     rows = []
     # Our core, --seeds seeds, and our facade: bench.learning.locomotion's runs append their
@@ -322,36 +334,56 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
             side = "facade" if row.get("path") == "torch" else "core"
             seed = int(row["label"].split()[-1]) if side == "core" else 0
             rows.append({"side": side, "seed": seed, **row})
-    # The reference, one seed per --ref-seeds, at its CPU recipe.
+    # The reference, one seed per --ref-seeds, at its CPU recipe (or runs trained before).
     for seed in args.ref_seeds:
         started = time.time()
         log_dir = run_reference(args, recipe, recipe.ref_cpu, iterations=10**7,
                                 minutes=args.ref_minutes, seed=seed,
                                 save_interval=args.ref_save_interval)  # fmt: skip
-        num_envs = recipe.ref_cpu["num_envs"]
-        ckpts = sorted(log_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
-        for ckpt in ckpts:
-            if ckpt.stat().st_mtime - started > 60 * args.ref_minutes:  # past the budget
-                continue
-            try:
-                policy = reference_policy(recipe, task, ckpt, scratch)
-            except (RuntimeError, EOFError) as err:  # one cut short by the budget's stop
-                print(f"skipped {ckpt.name}: {err}", flush=True)
-                continue
-            act = jax.jit(policy.agent.act)
-            fig = walking_figures(task, {"p": (act, policy.state)}, args.episodes, 1)["p"]
-            it = int(ckpt.stem.split("_")[1])
-            rows.append({"side": "reference", "seed": seed, "iteration": it,
-                         "env_steps": it * num_envs, "wall_sec": ckpt.stat().st_mtime - started,
-                         **fig})  # fmt: skip
-            print(json.dumps(rows[-1]), flush=True)
-        walked = [r for r in rows if r["side"] == "reference" and r["seed"] == seed]
-        if walked and seed == args.ref_seeds[0]:  # its best-walking checkpoint, on video
-            best = best_row(walked)
-            policy = reference_policy(recipe, task, log_dir / f"model_{best['iteration']}.pt",
-                                      scratch)  # fmt: skip
-            walking_video(policy, video_path(task, "reference"))
+        rows += evaluate_reference_run(args, task, log_dir, seed, started, scratch,
+                                       video=seed == args.ref_seeds[0])  # fmt: skip
+    for i, log_dir in enumerate(args.ref_runs):
+        recorded = json.loads((log_dir / "run_config.json").read_text())["config"]["algo"]
+        started = time.mktime(time.strptime(log_dir.name[:19], "%Y-%m-%d_%H-%M-%S"))
+        rows += evaluate_reference_run(args, task, log_dir, int(recorded["seed"]), started,
+                                       scratch, video=i == 0 and not args.ref_seeds)  # fmt: skip
     return [{"task": task, "part": "learn", **r} for r in rows]
+
+
+def evaluate_reference_run(
+    args: argparse.Namespace, task: str, log_dir: Path, seed: int, started: float,
+    scratch: Path, video: bool,
+) -> list[dict]:  # fmt: skip
+    """Rows of every checkpoint of one reference run saved within ``--ref-minutes`` of
+    ``started`` (evaluated on our task); with ``video``, its best-walking one on video."""
+    import jax
+
+    from bench.learning.locomotion import best_row, walking_figures, walking_video
+
+    recorded = json.loads((log_dir / "run_config.json").read_text())["config"]["algo"]
+    num_envs = int(recorded["num_envs"])
+    ckpts = sorted(log_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    rows = []
+    for ckpt in ckpts:
+        if ckpt.stat().st_mtime - started > 60 * args.ref_minutes:  # past the budget
+            continue
+        try:
+            policy = reference_policy(task, ckpt, scratch)
+        except (RuntimeError, EOFError) as err:  # one cut short by the budget's stop
+            print(f"skipped {ckpt.name}: {err}", flush=True)
+            continue
+        act = jax.jit(policy.agent.act)
+        fig = walking_figures(task, {"p": (act, policy.state)}, args.episodes, 1)["p"]
+        it = int(ckpt.stem.split("_")[1])
+        rows.append({"side": "reference", "seed": seed, "iteration": it,
+                     "env_steps": it * num_envs, "wall_sec": ckpt.stat().st_mtime - started,
+                     **fig})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    if rows and video:  # its best-walking checkpoint, on video
+        best = best_row(rows)
+        policy = reference_policy(task, log_dir / f"model_{best['iteration']}.pt", scratch)
+        walking_video(policy, video_path(task, "reference"))
+    return rows
 
 
 def video_path(task: str, side: str) -> Path:
@@ -486,6 +518,10 @@ def plot(task: str, rows: list[dict]) -> None:
     plt.close(fig)
 
 
+def _paths(text: str) -> list[Path]:
+    return [Path(x) for x in text.split(",") if x.strip()]
+
+
 def _seeds(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -501,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref-minutes", type=float, default=60.0)
     parser.add_argument("--ref-seeds", type=_seeds, default=[1], help="'' for none")
     parser.add_argument("--ref-save-interval", type=int, default=500)
+    parser.add_argument("--ref-runs", type=_paths, default=[], help="evaluate these runs' dirs")
     parser.add_argument("--our-minutes", type=float, default=45.0)
     parser.add_argument("--facade-minutes", type=float, default=45.0)
     parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2], help="ours; '' for none")
