@@ -101,8 +101,8 @@ class Collector:
         return merge(actions), jax.tree.map(merge, state)
 
     def reset(self, seed: int, key: jax.Array) -> None:
-        """Envs reset with staggered time limits (the reference's init), this process's rows of
-        the exploration state drawn from ``key`` for the whole batch, zero episode statistics."""
+        """Envs reset with staggered time limits, this process's rows of the exploration state
+        drawn from ``key`` for the whole batch, zero episode statistics."""
         self.vec.init_state(seed)
         rows = slice(self.first_row, self.first_row + self.local_envs)
         with jax.default_device(self.device):

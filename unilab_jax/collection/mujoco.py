@@ -155,7 +155,7 @@ class MujocoCollection:
 
     def init_state(self, seed: int) -> TrainState:
         """A fresh run: agent and empty replay (sharded as on MJX), envs reset with staggered
-        time limits (the reference's init), zero episode statistics."""
+        time limits, zero episode statistics."""
         key = jax.random.PRNGKey(seed)
         k_learner, k_explore = jax.random.split(key)
         learner = self._init_learner(k_learner)

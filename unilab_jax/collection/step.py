@@ -117,8 +117,9 @@ def make_init_fn(config: TrainConfig, env: Env, agent: Agent, mesh: Mesh) -> Cal
         k_env, k_explore = jax.random.split(k_local)
         k_env, k_stagger = jax.random.split(k_env)
         env_state = jax.vmap(env.reset)(jax.random.split(k_env, local_envs))
-        # Stagger the time limits, as the reference's init_state does, so that episodes do
-        # not all end on the same step (smoother data and return statistics).
+        # Stagger the time limits so that episodes do not all end on the same step (smoother
+        # data and return statistics). The reference's init_state draws staggered counters too,
+        # but its reset of every env then zeroes them: its first episodes start together.
         env_state = env_state.replace(
             step_count=jax.random.randint(k_stagger, (local_envs,), 0, env.episode_length)
         )
