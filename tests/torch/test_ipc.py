@@ -290,24 +290,34 @@ def _die_holding_the_lock(shared: SharedWeightSync | ReplayBuffer, started) -> N
     os.kill(os.getpid(), signal.SIGKILL)  # a collector killed mid-read: the lock stays taken
 
 
+def _leave_locked(shared: SharedWeightSync | ReplayBuffer) -> None:
+    """A spawned process takes ``shared``'s lock and is SIGKILLed holding it."""
+    started = SPAWN.Event()
+    proc = SPAWN.Process(target=_die_holding_the_lock, args=(shared, started), daemon=True)
+    proc.start()
+    assert started.wait(60)
+    proc.join(30)
+    assert proc.exitcode == -signal.SIGKILL
+
+
+class _CollectorGone:
+    """A learner's liveness check that finds the collector dead; counts its calls."""
+
+    calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        raise RuntimeError("the collector is gone")
+
+
 def test_a_writer_is_not_blocked_forever_by_a_reader_killed_holding_the_lock():
     sync = SharedWeightSync(_actor().state_dict())
-    started = SPAWN.Event()
-    proc = SPAWN.Process(target=_die_holding_the_lock, args=(sync, started), daemon=True)
-    proc.start()
     try:
-        assert started.wait(60)
-        proc.join(30)
-        assert proc.exitcode == -signal.SIGKILL
-        polls = []
-
-        def collector_died() -> None:
-            polls.append(time.monotonic())
-            raise RuntimeError("the collector is gone")
-
+        _leave_locked(sync)
+        gone = _CollectorGone()
         with pytest.raises(RuntimeError, match="the collector is gone"):
-            sync.write_weights(_actor().state_dict(), collector_died)
-        assert len(polls) == 1  # asked after the first second, not never
+            sync.write_weights(_actor().state_dict(), gone)
+        assert gone.calls == 1  # asked after the first second, not never
     finally:
         sync.cleanup()
 
@@ -315,20 +325,12 @@ def test_a_writer_is_not_blocked_forever_by_a_reader_killed_holding_the_lock():
 def test_a_sampling_learner_is_not_blocked_forever_by_a_writer_killed_holding_the_lock():
     buf = make_buffer()
     buf.add(**transitions(3))
-    started = SPAWN.Event()
-    proc = SPAWN.Process(target=_die_holding_the_lock, args=(buf, started), daemon=True)
-    proc.start()
     try:
-        assert started.wait(60)
-        proc.join(30)
-        assert proc.exitcode == -signal.SIGKILL
-
-        def collector_died() -> None:
-            raise RuntimeError("the collector is gone")
-
-        buf.while_waiting = collector_died
+        _leave_locked(buf)
+        buf.while_waiting = gone = _CollectorGone()
         with pytest.raises(RuntimeError, match="the collector is gone"):
             buf.sample(4)
+        assert gone.calls == 1
     finally:
         buf.close()
 
