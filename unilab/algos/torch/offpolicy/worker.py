@@ -173,6 +173,8 @@ class _Collector:
         self.pack = PackServer(*pack)
         self.recorder = recorder
         self.parent_pid = parent_pid
+        if parent_pid is not None:  # a learner killed holding the replay's lock: do not wait on
+            self.replay.while_waiting = self._raise_if_orphaned
         self.env: Any = None
         self.weights: SharedWeightSync | None = None
         self.stats = CollectorStats()
@@ -239,6 +241,10 @@ class _Collector:
         self.replay.close()
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _raise_if_orphaned(self) -> None:
+        if self.parent_pid is not None and not parent_alive(self.parent_pid):
+            raise RuntimeError("the learner process is gone")
 
     def _stopping(self) -> bool:
         if self.stop_event.is_set():
