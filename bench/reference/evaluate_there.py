@@ -11,13 +11,14 @@ the task (one evaluator, one task). This script answers the question that leaves
 policy score the same on the reference's own env? It applies the same protocol as
 ``bench.learning.locomotion.walking_figures`` to the env the reference trains on, built from
 the run's recorded config (``run_config.json`` beside the checkpoint: task, noise, curriculum,
-domain randomisation as trained): one deterministic episode in each of ``--episodes`` envs
+domain randomisation as trained): one episode in each of ``--episodes`` envs
 from the reference's own ``init_state`` (it resets every env to step 0), counted until it
 terminates or reaches the time limit. Per checkpoint: the share of episodes that reach the
 time limit and the mean linear-velocity tracking term per step (the unweighted
 ``tracking_lin_vel``, 1 at perfect tracking), the same figures as ours.
 
-The actor is the reference's own (``build_actor`` as its play does), acting deterministically.
+The actor is the reference's own (``build_actor`` as its play does), acting deterministically,
+or with ``--stochastic`` with its exploring draw, as the reference's collector acts.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def build(checkout: Path, run_config: dict, episodes: int):
 
     cfg = OmegaConf.create(run_config["config"])
     algo = str(cfg.algo.algo)
+    if algo not in ("sac", "flashsac"):
+        raise SystemExit(f"evaluate_there: {algo} checkpoints are not supported (sac, flashsac)")
     ensure_registries()
     override = build_offpolicy_env_cfg_override(algo, cfg)
     env = create_env(cfg, num_envs=episodes, env_cfg_override=override)
@@ -71,8 +74,6 @@ def build(checkout: Path, run_config: dict, episodes: int):
             cfg.algo.use_layer_norm, "cpu", **extra,
         )  # fmt: skip
 
-    if algo not in ("sac", "flashsac"):
-        raise SystemExit(f"evaluate_there: {algo} checkpoints are not supported (sac, flashsac)")
     return env, make_actor
 
 
@@ -138,7 +139,8 @@ def main() -> None:
         actor.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["actor"])
         actor.eval()
         row = {"checkpoint": str(path), "iteration": int(path.stem.split("_")[1]),
-               **evaluate(env, actor, args.seed, args.stochastic), "stochastic": args.stochastic}  # fmt: skip
+               "stochastic": args.stochastic,
+               **evaluate(env, actor, args.seed, args.stochastic)}  # fmt: skip
         print(json.dumps(row), flush=True)
         if args.out is not None:
             with args.out.open("a") as out:
