@@ -300,24 +300,36 @@ def _leave_locked(shared: SharedWeightSync | ReplayBuffer) -> None:
     assert proc.exitcode == -signal.SIGKILL
 
 
-class _CollectorGone:
-    """A learner's liveness check that finds the collector dead; counts its calls."""
+class _PeerGone:
+    """A liveness check that finds the process on the other side dead; counts its calls."""
 
     calls = 0
 
     def __call__(self) -> None:
         self.calls += 1
-        raise RuntimeError("the collector is gone")
+        raise RuntimeError("the other process is gone")
 
 
 def test_a_writer_is_not_blocked_forever_by_a_reader_killed_holding_the_lock():
     sync = SharedWeightSync(_actor().state_dict())
     try:
         _leave_locked(sync)
-        gone = _CollectorGone()
-        with pytest.raises(RuntimeError, match="the collector is gone"):
+        gone = _PeerGone()
+        with pytest.raises(RuntimeError, match="the other process is gone"):
             sync.write_weights(_actor().state_dict(), gone)
         assert gone.calls == 1  # asked after the first second, not never
+    finally:
+        sync.cleanup()
+
+
+def test_a_reading_collector_is_not_blocked_forever_by_a_learner_killed_holding_the_lock():
+    sync = SharedWeightSync(_actor().state_dict())
+    try:
+        _leave_locked(sync)  # a learner killed mid-write
+        gone = _PeerGone()
+        with pytest.raises(RuntimeError, match="the other process is gone"):
+            sync.read_weights_into(_actor().state_dict(), gone)
+        assert gone.calls == 1
     finally:
         sync.cleanup()
 
@@ -327,8 +339,8 @@ def test_a_sampling_learner_is_not_blocked_forever_by_a_writer_killed_holding_th
     buf.add(**transitions(3))
     try:
         _leave_locked(buf)
-        buf.while_waiting = gone = _CollectorGone()
-        with pytest.raises(RuntimeError, match="the collector is gone"):
+        buf.while_waiting = gone = _PeerGone()
+        with pytest.raises(RuntimeError, match="the other process is gone"):
             buf.sample(4)
         assert gone.calls == 1
     finally:

@@ -143,20 +143,32 @@ class SharedWeightSync:
             finally:
                 self._lock.release()
 
-    def read_weights_into(self, state_dict: Mapping[str, torch.Tensor]) -> int:
+    def read_weights_into(
+        self,
+        state_dict: Mapping[str, torch.Tensor],
+        while_waiting: Callable[[], None] | None = None,
+    ) -> int:
         """Collector: copy the shared weights into `state_dict`'s tensors; returns their version.
 
         `module.state_dict()` tensors share storage with the module, so this updates the module
         in place; calling `load_state_dict` afterwards (as the reference does) is harmless.
+        ``while_waiting`` as in `write_weights`: a learner killed mid-write leaves the lock
+        taken, so the collector checks every second that its learner is alive.
         """
         span = maybe_span(
             self.recorder, "weight_sync/read_weights_into_cpu_actor", cat="weight_sync",
             thread_time_counter="weight_sync/read_thread_cpu_us",
         )  # fmt: skip
         self._buf()
-        with span, self._lock:
-            self._copy(state_dict, to_shared=False)
-            return self.version
+        with span:
+            while not self._lock.acquire(timeout=_LOCK_POLL_S):
+                if while_waiting is not None:
+                    while_waiting()
+            try:
+                self._copy(state_dict, to_shared=False)
+                return self.version
+            finally:
+                self._lock.release()
 
     # -- lifetime ------------------------------------------------------------------------------
 

@@ -227,7 +227,7 @@ class _Collector:
         self.weights = SharedWeightSync.attach(
             weight_sync_name, layout, weight_sync_lock, self.recorder
         )
-        self.version = self.weights.read_weights_into(self.actor_state)
+        self.version = self.weights.read_weights_into(self.actor_state, self._raise_if_orphaned)
         self.stats.start(num_envs)
         self.prev_dones = torch.zeros(num_envs)
 
@@ -292,7 +292,9 @@ class _Collector:
         t0 = time.perf_counter()
         with maybe_span(rec, "collector/check_weight_update", cat="collector"):
             if self.weights.version > self.version:
-                self.version = self.weights.read_weights_into(self.actor_state)
+                self.version = self.weights.read_weights_into(
+                    self.actor_state, self._raise_if_orphaned
+                )
         t1 = time.perf_counter()
         state = self.state
         obs, critic = state.obs["obs"], state.obs.get("critic", state.obs["obs"])
