@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import jax
 import pytest
 
 from unilab_jax.algos.registry import get_algo
@@ -80,6 +81,25 @@ def test_the_references_g1_trains_with_symmetry_on_a_cpu():
         assert "use_symmetry" not in preset_configs(env, "sac", "cpu")[1]
     off = preset_configs("G1WalkFlat", "sac", "cpu", algo_settings={"use_symmetry": False})[1]
     assert off["use_symmetry"] is False  # a given value wins
+
+
+def test_g1_trains_on_the_penalty_weights_the_reference_trains_with():
+    """The reference's training builds its G1 env three times from one config and each build
+    halves the penalty weights again: its collector's curriculum runs between 0.125 and 0.25
+    of the declared weights. The task keeps the declared curriculum (0.5 to 1, the golden
+    files'); the preset, for every algorithm, runs ours between 0.125 and 0.25."""
+    from unilab_jax.envs.registry import make_task
+
+    declared = make_task("G1WalkFlat").config
+    assert (declared.curriculum_initial_scale, declared.curriculum_max_scale) == (0.5, 1.0)
+    for algo in ("sac", "td3"):
+        config, _ = preset_configs("G1WalkFlat", algo, "cpu")
+        task = make_task("G1WalkFlat", config.env_overrides)
+        c = task.config
+        assert (c.curriculum_initial_scale, c.curriculum_min_scale) == (0.125, 0.125)
+        assert c.curriculum_max_scale == 0.25
+        assert float(task.init_task_state(jax.random.PRNGKey(0))["penalty_scale"]) == 0.125
+    assert preset_configs("Go2JoystickFlat", "sac", "cpu")[0].env_overrides is None
 
 
 def test_given_values_win_over_the_preset():

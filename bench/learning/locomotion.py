@@ -280,7 +280,7 @@ def train_run(args: argparse.Namespace) -> None:
 
     from unilab_jax.training.interrupts import RunStopped
     from unilab_jax.training.presets import preset_configs
-    from unilab_jax.training.sinks import BaseSink, PlainLineSink
+    from unilab_jax.training.sinks import BaseSink, LoggerSink, PlainLineSink
     from unilab_jax.training.trainer import Trainer, train
 
     train_set = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.set)}
@@ -305,10 +305,13 @@ def train_run(args: argparse.Namespace) -> None:
                 )
 
     # The budget: a SIGINT to ourselves after --minutes stops the run after its block.
+    sinks = [PlainLineSink(), Snapshots()]
+    if args.log_dir:  # the run's TensorBoard curves (losses, alpha, reward terms) kept there
+        sinks.append(LoggerSink("tensorboard", quiet=True, wandb=None))
     timer = _budget(args.minutes)
     timer.start()
     try:
-        train(config, trainer=trainer, sinks=[PlainLineSink(), Snapshots()], quiet=True)
+        train(config, trainer=trainer, sinks=sinks, quiet=True, log_dir=args.log_dir)
     except RunStopped as stop:
         print(f"stopped by the budget at iteration {stop.iteration}", flush=True)
     finally:
@@ -373,7 +376,7 @@ def facade_runner(env_name: str, algo: str, train_set: dict, algo_set: dict) -> 
         replay_buffer_n=config.replay_buffer_n, batch_size=config.batch_size,
         learning_starts=config.learning_starts, updates_per_step=config.updates_per_step,
         policy_frequency=config.resolved_policy_frequency, actor_hidden_dim=cfg.actor_hidden_dim,
-        seed=config.seed, sim_backend="mujoco",
+        seed=config.seed, sim_backend="mujoco", env_cfg_override=config.env_overrides,
     )  # fmt: skip
     return runner, config
 
@@ -535,6 +538,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--label", default="", help="train: a name for the rows")
     parser.add_argument("--out", default="bench/results/locomotion.json", help="train: rows")
     parser.add_argument("--video", help="train: an mp4 of the best-walking snapshot")
+    parser.add_argument("--log-dir", help="train: keep the run's TensorBoard files there")
     parser.add_argument("run", nargs="?", help="walk: a run's log dir")
     parser.add_argument("--episodes", type=int, default=64, help="walk: episodes (envs)")
     parser.add_argument("--seed", type=int, default=1, help="walk: seed of the episodes")

@@ -320,6 +320,8 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
                "--out", str(scratch / "ours.json"), "--label", f"core seed {seed}"]  # fmt: skip
         if seed == args.seeds[0]:  # the first seed's best-walking snapshot, on video
             cmd += ["--video", str(video_path(task, "core"))]
+        if args.our_log_dir:  # its TensorBoard curves, beside the reference's own
+            cmd += ["--log-dir", str(Path(args.our_log_dir) / f"{task}_core_seed{seed}")]
         subprocess.run(cmd, check=True)
     if args.facade_minutes > 0:
         cmd = [sys.executable, "-m", "bench.learning.locomotion", "torch", "--env", task,
@@ -542,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--facade-minutes", type=float, default=45.0)
     parser.add_argument("--seeds", type=_seeds, default=[0, 1, 2], help="ours; '' for none")
     parser.add_argument("--our-snapshot-every", type=int, default=1000)
+    parser.add_argument("--our-log-dir", help="keep our core runs' TensorBoard files there")
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--facade-child", help=argparse.SUPPRESS)
