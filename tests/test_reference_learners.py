@@ -776,3 +776,49 @@ def test_flash_sac_reward_statistics_follow_the_reference_feed() -> None:
         assert rel_err(value, want[f"reward_normalizer.{ref}"].reshape(value.shape)) <= RTOL, ours
     # Its carried return is the last G itself; ours is already discounted (no end follows).
     assert rel_err(stats.carried.numpy() / gamma, want["reward_normalizer.g_r"]) <= RTOL
+
+
+def reference_flash_checkpoint(state: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A golden FlashSAC stage in the layout of the reference's ``model_<it>.pt``: one state
+    dict per network in its recorded order, optimiser states keyed by parameter index (the
+    order its optimiser keys were recorded in), the temperature, the reward statistics."""
+    tensor = lambda v: torch.from_numpy(np.array(v))  # noqa: E731
+    out: dict[str, Any] = {"actor": {}, "critic": {}, "target_critic": {}, "update_count": 7}
+    optimisers: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
+    for key, value in state.items():
+        if "/" in key:
+            optimizer, param, slot = key.split("/")
+            optimisers.setdefault(optimizer, {}).setdefault(param, {})[slot] = tensor(value)
+        elif key.split(".", 1)[0] in out:
+            head, name = key.split(".", 1)
+            out[head][name] = tensor(value)
+    out["temperature"] = {"log_temp": tensor(state["temperature.log_temp"])}
+    for optimizer, params in optimisers.items():
+        out[optimizer] = {"state": dict(enumerate(params.values())), "param_groups": []}
+    out["reward_normalizer"] = {
+        "rms": {k: tensor(state[f"reward_normalizer.rms.{k}"]) for k in ("mean", "var", "count")},
+        "g_r": tensor(state["reward_normalizer.g_r"]),
+        "g_r_max": tensor(state["reward_normalizer.g_r_max"]),
+    }
+    return out
+
+
+def test_a_reference_flash_sac_checkpoint_loads_into_our_learner() -> None:
+    """``FlashSACLearner.load_state_dict`` reads a reference checkpoint whole: every tensor
+    the golden file recorded after the reference's update (weights, BatchNorm statistics,
+    each critic member, optimiser moments and steps, temperature, reward statistics) is then
+    ours exactly, and our next update runs from it."""
+    golden = load_golden("flash_sac")
+    stage = golden.states["soft_update_target"]
+    learner = build_flash(golden)  # the recorded sizes, at the state before the update
+    learner.load_state_dict(reference_flash_checkpoint(stage))
+    ours = read_our_state(learner, FLASH_NAMES, stage)
+    assert len(ours) > 150
+    for key, ours_value in ours.items():
+        np.testing.assert_array_equal(ours_value, np.asarray(stage[key], np.float64), key)
+    assert learner.update_count == 7
+    assert math.isfinite(learner.update_critic(golden.batch)["qf_loss"])
+    wrong = build_flash(golden)
+    wrong.support = torch.linspace(-1.0, 1.0, wrong.support.numel())
+    with pytest.raises(ValueError, match="value support"):
+        wrong.load_state_dict(reference_flash_checkpoint(stage))

@@ -219,13 +219,12 @@ OUR_TORCH_NAME = {"flashsac": "flash_sac"}
 
 def reference_policy(task: str, checkpoint: Path, scratch: Path):
     """The reference's ``model_<it>.pt`` as our ``Policy``: our facade's learner of the same
-    algorithm, built with the settings the reference run recorded, loads its state dict (for
-    FlashSAC its actor's, renamed: ``flash_sac.reference_names``) and is saved again with our
+    algorithm, built with the settings the reference run recorded, loads its state dict (a
+    FlashSAC one converted by ``flash_sac.reference_names``) and is saved again with our
     metadata."""
     import torch
 
     import unilab_jax
-    from unilab.algos.torch.flash_sac.reference_names import actor_state_from_reference
     from unilab.algos.torch.offpolicy.checkpoints import checkpoint_meta, save_model
     from unilab.algos.torch.registry import TORCH_ALGOS
     from unilab_jax.config import TrainConfig
@@ -243,12 +242,9 @@ def reference_policy(task: str, checkpoint: Path, scratch: Path):
         kwargs["mirror"] = env.mirror
     learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **kwargs)
     saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    if algo == "flash_sac":  # its names differ from ours; the actor is all a policy needs
-        if recorded.get("obs_normalization"):
-            raise RuntimeError(f"{checkpoint}: a FlashSAC run with obs_normalization on")
-        learner.actor.load_state_dict(actor_state_from_reference(saved["actor"]))
-    else:
-        learner.load_state_dict(saved)
+    if algo == "flash_sac" and recorded.get("obs_normalization"):
+        raise RuntimeError(f"{checkpoint}: a FlashSAC run with obs_normalization on")
+    learner.load_state_dict(saved)  # FlashSAC's: flash_sac.reference_names converts it
     iteration = int(checkpoint.stem.split("_")[1])
     meta = checkpoint_meta(learner, TrainConfig(env=task, algo=algo), "mujoco")
     path = scratch / checkpoint.name

@@ -119,6 +119,10 @@ from unilab.algos.torch.flash_sac.networks import (
     sample_tanh_gaussian,
     without_running_stats,
 )
+from unilab.algos.torch.flash_sac.reference_names import (
+    is_reference_checkpoint,
+    learner_state_from_reference,
+)
 from unilab_jax.algos.hyperparams import FlashSACConfig
 from unilab_jax.errors import ConfigError
 from unilab_jax.torch.flash_actor import FlashSACActor
@@ -673,7 +677,11 @@ class FlashSACLearner:
         }
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore `get_state_dict()` (the reward statistics with their own env count)."""
+        """Restore `get_state_dict()` (the reward statistics with their own env count), or a
+        reference UniLab FlashSAC checkpoint (`reference_names.learner_state_from_reference`:
+        its names and stacked critic members converted, optimiser moments included)."""
+        if is_reference_checkpoint(state_dict):
+            state_dict = learner_state_from_reference(state_dict, self)
         self.actor.load_state_dict(state_dict["actor"])
         self.qnet.load_state_dict(state_dict["qnet"])
         self.qnet_target.load_state_dict(state_dict["qnet_target"])
