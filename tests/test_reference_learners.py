@@ -818,7 +818,8 @@ def test_a_reference_flash_sac_checkpoint_loads_into_our_learner() -> None:
         np.testing.assert_array_equal(ours_value, np.asarray(stage[key], np.float64), key)
     assert learner.update_count == 7
     assert math.isfinite(learner.update_critic(golden.batch)["qf_loss"])
-    wrong = build_flash(golden)
-    wrong.support = torch.linspace(-1.0, 1.0, wrong.support.numel())
-    with pytest.raises(ValueError, match="value support"):
-        wrong.load_state_dict(reference_flash_checkpoint(stage))
+    for support in (torch.linspace(-1.0, 1.0, 21), torch.linspace(-5.0, 5.0, 51)):
+        wrong = build_flash(golden)  # other bounds, other atoms: refused, named
+        wrong.support = support
+        with pytest.raises(ValueError, match="value support"):
+            wrong.load_state_dict(reference_flash_checkpoint(stage))

@@ -37,16 +37,16 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from unilab.ipc.locks import held
 from unilab.logging.trace_event import TraceRecorder, maybe_span
 
 __all__ = ["ReplayBuffer"]
 
-_LOCK_POLL_S = 1.0  # the lock is held for microseconds; a second means its holder is stuck
 _FIELDS = ("obs", "next_obs", "actions", "rewards", "dones", "truncated", "critic", "next_critic")
 
 
@@ -193,15 +193,8 @@ class ReplayBuffer:
 
     # -- reader side -------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        while not self._lock.acquire(timeout=_LOCK_POLL_S):
-            if self.while_waiting is not None:
-                self.while_waiting()
-        try:
-            yield
-        finally:
-            self._lock.release()
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return held(self._lock, self.while_waiting)
 
     def _counters(self) -> tuple[int, int, int]:
         with self._locked():

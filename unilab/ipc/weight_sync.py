@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from unilab.ipc.locks import held
 from unilab.logging.trace_event import TraceRecorder, maybe_span
-
-_LOCK_POLL_S = 1.0  # how often a learner waiting for the weight lock checks the collector
 
 __all__ = ["SharedWeightSync"]
 
@@ -131,17 +130,11 @@ class SharedWeightSync:
             thread_time_counter="weight_sync/write_thread_cpu_us",
         )  # fmt: skip
         self._buf()  # fail with "closed" rather than on the dropped lock
-        with span:
-            while not self._lock.acquire(timeout=_LOCK_POLL_S):
-                if while_waiting is not None:
-                    while_waiting()
-            try:
-                self._copy(state_dict, to_shared=True)
-                version = self.version + 1
-                struct.pack_into("<q", self._buf(), 0, version)
-                return version
-            finally:
-                self._lock.release()
+        with span, held(self._lock, while_waiting):
+            self._copy(state_dict, to_shared=True)
+            version = self.version + 1
+            struct.pack_into("<q", self._buf(), 0, version)
+            return version
 
     def read_weights_into(
         self,
@@ -160,15 +153,9 @@ class SharedWeightSync:
             thread_time_counter="weight_sync/read_thread_cpu_us",
         )  # fmt: skip
         self._buf()
-        with span:
-            while not self._lock.acquire(timeout=_LOCK_POLL_S):
-                if while_waiting is not None:
-                    while_waiting()
-            try:
-                self._copy(state_dict, to_shared=False)
-                return self.version
-            finally:
-                self._lock.release()
+        with span, held(self._lock, while_waiting):
+            self._copy(state_dict, to_shared=False)
+            return self.version
 
     # -- lifetime ------------------------------------------------------------------------------
 

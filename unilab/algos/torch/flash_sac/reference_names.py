@@ -165,7 +165,10 @@ def learner_state_from_reference(state: Mapping[str, Any], learner: Any) -> dict
     ours = learner.get_state_dict()
     members = len(learner.qnet.qnets)
     support = state["critic"].get("predictor.support")
-    if support is not None and not torch.allclose(support.cpu(), learner.support.cpu()):
+    mine = learner.support.cpu()
+    if support is not None and (
+        support.shape != mine.shape or not torch.allclose(support.cpu(), mine)
+    ):
         raise ValueError(
             f"the reference's value support is [{float(support[0])}, {float(support[-1])}] "
             f"with {support.numel()} atoms, ours [{learner.config.v_min}, "
