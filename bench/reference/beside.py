@@ -217,9 +217,10 @@ OUR_TORCH_NAME = {"flashsac": "flash_sac"}
 """The reference's algorithm names that our facade spells differently."""
 
 
-def reference_policy(task: str, checkpoint: Path, scratch: Path):
+def reference_policy(task: str, recorded: dict, checkpoint: Path, scratch: Path):
     """The reference's ``model_<it>.pt`` as our ``Policy``: our facade's learner of the same
-    algorithm, built with the settings the reference run recorded, loads its state dict (a
+    algorithm, built with the settings the reference run recorded (``recorded``: its
+    ``run_config.json``'s ``config.algo``), loads its state dict (a
     FlashSAC one converted by ``flash_sac.reference_names``) and is saved again with our
     metadata."""
     import torch
@@ -230,7 +231,6 @@ def reference_policy(task: str, checkpoint: Path, scratch: Path):
     from unilab_jax.config import TrainConfig
     from unilab_jax.envs import load
 
-    recorded = json.loads((checkpoint.parent / "run_config.json").read_text())["config"]["algo"]
     params = {**{k: v for k, v in recorded.items() if k != "algo_params"},
               **recorded.get("algo_params", {})}  # fmt: skip
     algo = OUR_TORCH_NAME.get(recorded["algo"], recorded["algo"])  # the run's, not our recipe's
@@ -338,35 +338,35 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
         log_dir = run_reference(args, recipe, recipe.ref_cpu, iterations=10**7,
                                 minutes=args.ref_minutes, seed=seed,
                                 save_interval=args.ref_save_interval)  # fmt: skip
-        rows += evaluate_reference_run(args, task, log_dir, seed, started, scratch,
+        rows += evaluate_reference_run(args, task, log_dir, started, scratch,
                                        video=seed == args.ref_seeds[0])  # fmt: skip
     for i, log_dir in enumerate(args.ref_runs):
-        recorded = json.loads((log_dir / "run_config.json").read_text())["config"]["algo"]
         started = time.mktime(time.strptime(log_dir.name[:19], "%Y-%m-%d_%H-%M-%S"))
-        rows += evaluate_reference_run(args, task, log_dir, int(recorded["seed"]), started,
-                                       scratch, video=i == 0 and not args.ref_seeds)  # fmt: skip
+        rows += evaluate_reference_run(args, task, log_dir, started, scratch,
+                                       video=i == 0 and not args.ref_seeds)  # fmt: skip
     return [{"task": task, "part": "learn", **r} for r in rows]
 
 
 def evaluate_reference_run(
-    args: argparse.Namespace, task: str, log_dir: Path, seed: int, started: float,
-    scratch: Path, video: bool,
+    args: argparse.Namespace, task: str, log_dir: Path, started: float, scratch: Path,
+    video: bool,
 ) -> list[dict]:  # fmt: skip
     """Rows of every checkpoint of one reference run saved within ``--ref-minutes`` of
-    ``started`` (evaluated on our task); with ``video``, its best-walking one on video."""
+    ``started`` (evaluated on our task; the seed and sizes the run recorded); with ``video``,
+    its best-walking one on video."""
     import jax
 
     from bench.learning.locomotion import best_row, walking_figures, walking_video
 
     recorded = json.loads((log_dir / "run_config.json").read_text())["config"]["algo"]
-    num_envs = int(recorded["num_envs"])
+    num_envs, seed = int(recorded["num_envs"]), int(recorded["seed"])
     ckpts = sorted(log_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
     rows = []
     for ckpt in ckpts:
         if ckpt.stat().st_mtime - started > 60 * args.ref_minutes:  # past the budget
             continue
         try:
-            policy = reference_policy(task, ckpt, scratch)
+            policy = reference_policy(task, recorded, ckpt, scratch)
         except (RuntimeError, EOFError) as err:  # one cut short by the budget's stop
             print(f"skipped {ckpt.name}: {err}", flush=True)
             continue
@@ -379,7 +379,8 @@ def evaluate_reference_run(
         print(json.dumps(rows[-1]), flush=True)
     if rows and video:  # its best-walking checkpoint, on video
         best = best_row(rows)
-        policy = reference_policy(task, log_dir / f"model_{best['iteration']}.pt", scratch)
+        best_ckpt = log_dir / f"model_{best['iteration']}.pt"
+        policy = reference_policy(task, recorded, best_ckpt, scratch)
         walking_video(policy, video_path(task, "reference"))
     return rows
 
