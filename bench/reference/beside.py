@@ -268,12 +268,37 @@ def _facade_speed_child(spec: dict) -> dict:
     return tensorboard_rates(log_dir, config.updates_per_step)
 
 
+def _physics_speed_child(spec: dict) -> dict:
+    """The task's C MuJoCo env alone (ours, which the golden files hold to the reference's),
+    stepped with zero actions at the recipe's env count on every core: what the physics, with
+    its observations, rewards and resets, costs every side before any learner work."""
+    import numpy as np
+
+    from unilab_jax.envs import make
+
+    env = make(spec["env"], spec["num_envs"], "mujoco", nthread=os.cpu_count() or 1)
+    try:
+        env.init_state()
+        actions = np.zeros((spec["num_envs"], *env.action_space.shape), np.float32)
+        env.step(actions)  # compiles the task's jitted observation and reward code
+        start = time.perf_counter()
+        for _ in range(spec["iterations"]):
+            env.step(actions)
+        seconds = time.perf_counter() - start
+    finally:
+        env.close()
+    per_iteration = seconds / spec["iterations"]
+    return {"env_steps_per_sec": spec["num_envs"] / per_iteration, "updates_per_sec": 0.0,
+            "ms_per_iteration": 1e3 * per_iteration}  # fmt: skip
+
+
 def _child(what: str, spec: dict, timeout: float) -> dict:
-    """Run ``what`` (``core`` or ``facade``) with ``spec`` in a child process; its figures."""
+    """Run ``what`` (``core``, ``facade`` or ``physics``) with ``spec`` in a child process;
+    its figures."""
     if what == "core":
         cmd = [sys.executable, "-m", "bench.learning.locomotion", "--child", json.dumps(spec)]
     else:
-        cmd = [sys.executable, "-m", "bench.reference.beside", "--facade-child", json.dumps(spec)]
+        cmd = [sys.executable, "-m", "bench.reference.beside", f"--{what}-child", json.dumps(spec)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
@@ -300,6 +325,9 @@ def speed(args: argparse.Namespace, task: str) -> list[dict]:
                                "algo_set": algo_set, "iterations": args.speed_iterations},
                     args.timeout)  # fmt: skip
     rows.append({"side": "facade", **facade})
+    physics = _child("physics", {"env": task, "num_envs": train["num_envs"],
+                                 "iterations": args.speed_iterations}, args.timeout)  # fmt: skip
+    rows.append({"side": "physics alone", **physics})
     return [{"task": task, "part": "speed", "settings": settings, **r} for r in rows]
 
 
@@ -419,7 +447,7 @@ def report(rows: list[dict], record: bool) -> str:
     for task in RECIPES:
         speeds = {r["side"]: r for r in rows if r["task"] == task and r["part"] == "speed"}
         ref = speeds.get("reference", {}).get("env_steps_per_sec")
-        for side in ("reference", "core", "facade"):
+        for side in ("reference", "core", "facade", "physics alone"):
             r = speeds.get(side)
             if r is None:
                 continue
@@ -470,7 +498,10 @@ def report(rows: list[dict], record: bool) -> str:
             notes=[
                 "Speed: matched learner work (RECIPES' speed settings), sync collection, "
                 "C MuJoCo on every side; env steps/s and updates/s between the first and last "
-                "logged points. Learning: each side at its CPU recipe for a fixed wall-clock "
+                "logged points. 'physics alone': the task's C MuJoCo env with zero actions and "
+                "no learner, at the same env count on every core, the physics every side pays "
+                "(its 'vs reference' is the most any side could reach with a free learner). "
+                "Learning: each side at its CPU recipe for a fixed wall-clock "
                 "budget; every checkpoint evaluated after the runs by one evaluator "
                 "(bench.learning.locomotion.walking_figures: 64 deterministic episodes on C "
                 "MuJoCo under the task's randomisation and noise); walking = at least 95% of "
@@ -545,10 +576,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--facade-child", help=argparse.SUPPRESS)
+    parser.add_argument("--physics-child", help=argparse.SUPPRESS)
     add_common_args(parser, repeats=1)
     args = parser.parse_args(argv)
     if args.facade_child:
         print(json.dumps(_facade_speed_child(json.loads(args.facade_child))), flush=True)
+        return 0
+    if args.physics_child:
+        print(json.dumps(_physics_speed_child(json.loads(args.physics_child))), flush=True)
         return 0
     if args.what == "report":
         report(json.loads(ROWS.read_text()) if ROWS.exists() else [], not args.no_record)
