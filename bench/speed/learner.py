@@ -55,6 +55,8 @@ from bench.common import (  # noqa: E402
     time_repeated,
 )
 from unilab_jax.algos.agent import Transition  # noqa: E402
+from unilab_jax.algos.flash_sac import make_flash_sac  # noqa: E402
+from unilab_jax.algos.hyperparams import FlashSACConfig  # noqa: E402
 from unilab_jax.algos.sac import SACConfig, make_sac  # noqa: E402
 from unilab_jax.algos.td3 import TD3Config, make_td3  # noqa: E402
 from unilab_jax.collection.replay import ReplayState, replay_sample  # noqa: E402
@@ -65,8 +67,13 @@ from unilab_jax.config import TrainConfig  # noqa: E402
 TASK_DIMS = {
     "g1": ("G1WalkFlat", 98, 101, 29),
     "cheetah": ("CheetahRun", 17, 19, 6),
+    "go2": ("Go2JoystickFlat", 49, 52, 12),
 }
-ALGOS = {"sac": (SACConfig, make_sac), "td3": (TD3Config, make_td3)}
+ALGOS = {
+    "sac": (SACConfig, make_sac),
+    "td3": (TD3Config, make_td3),
+    "flash_sac": (FlashSACConfig, make_flash_sac),
+}
 
 
 def random_replay(key, num_envs: int, n_slots: int, obs: int, critic: int, act: int):
@@ -95,11 +102,14 @@ def measure(
     buffer_slots: int,
     repeats: int,
     matmul_size: int = 4096,
+    widths: tuple[int, int] | None = None,
 ) -> dict:
-    """Compile and time the update block for one algorithm and one set of sizes."""
+    """Compile and time the update block for one algorithm and one set of sizes (``widths``:
+    actor and critic hidden widths, else the algorithm's defaults)."""
     name, obs, critic, act = TASK_DIMS[task]
     cfg_cls, make = ALGOS[algo]
-    algo_config = cfg_cls()
+    sizes = {} if widths is None else dict(actor_hidden_dim=widths[0], critic_hidden_dim=widths[1])
+    algo_config = cfg_cls(**sizes)
     agent = make(algo_config, obs, critic, act, axis_name=DATA_AXIS)
     config = TrainConfig(
         env=name,
@@ -266,8 +276,9 @@ def row(r: dict) -> list:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--algo", choices=["sac", "td3", "all"], default="all")
-    parser.add_argument("--task", choices=[*TASK_DIMS, "all"], default="all")
+    # The defaults are the recorded table's rows: SAC and TD3 on G1 and CheetahRun.
+    parser.add_argument("--algo", choices=[*ALGOS, "all"], help="default: sac and td3")
+    parser.add_argument("--task", choices=[*TASK_DIMS, "all"], help="default: g1 and cheetah")
     parser.add_argument("--batch-size", type=int, default=8192, help="rows per update")
     parser.add_argument("--updates", type=int, default=8, help="updates per learner iteration")
     parser.add_argument(
@@ -285,11 +296,16 @@ def main(argv: list[str] | None = None) -> int:
         default=4096,
         help="side of the square float32 matmul the learner's FLOP/s is compared with",
     )
+    parser.add_argument(
+        "--widths",
+        type=lambda text: tuple(int(w) for w in text.split("/")),
+        help="actor/critic hidden widths, e.g. 128/256 (default: each algorithm's own)",
+    )
     add_common_args(parser, repeats=3)
     args = parser.parse_args(argv)
 
-    algos = list(ALGOS) if args.algo == "all" else [args.algo]
-    tasks = list(TASK_DIMS) if args.task == "all" else [args.task]
+    algos = {None: ["sac", "td3"], "all": list(ALGOS)}.get(args.algo, [args.algo])
+    tasks = {None: ["g1", "cheetah"], "all": list(TASK_DIMS)}.get(args.task, [args.task])
     info = machine_info()
     print("\n".join(machine_lines(info)), flush=True)
     results = []
@@ -305,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.buffer_slots,
                 args.repeats,
                 args.matmul_size,
+                args.widths,
             )
             results.append(r)
             print("    " + " | ".join(str(c) for c in row(r)), flush=True)
