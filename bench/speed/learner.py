@@ -274,6 +274,13 @@ def row(r: dict) -> list:
     ]
 
 
+def _widths(text: str) -> tuple[int, int]:
+    actor, _, critic = text.partition("/")
+    if not (actor.isdigit() and critic.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r}: give actor/critic widths, e.g. 128/256")
+    return int(actor), int(critic)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     # The defaults are the recorded table's rows: SAC and TD3 on G1 and CheetahRun.
@@ -298,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--widths",
-        type=lambda text: tuple(int(w) for w in text.split("/")),
+        type=_widths,
         help="actor/critic hidden widths, e.g. 128/256 (default: each algorithm's own)",
     )
     add_common_args(parser, repeats=3)
