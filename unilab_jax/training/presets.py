@@ -134,8 +134,8 @@ _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log
 # bench/RESULTS.md, beside the reference). The task keeps the declared weights (the golden files
 # record one construction); the preset's curriculum bounds, a quarter of the task's, make the
 # same multiplicative curriculum train on the reference's effective weights. With them SAC
-# walked G1 at 4.61M env steps, 22.9 minutes here (the reference: 4.61M, 44.7 minutes); at the
-# declared weights it tracked 0.70 at best in 45 minutes.
+# walked G1 on three seeds at 3.58M-4.61M env steps, 18.3-22.9 minutes here (the reference:
+# 4.61M, 44.7 minutes); at the declared weights it tracked 0.70 at best in 45 minutes.
 _G1_REFERENCE_PENALTIES = dict(
     curriculum_initial_scale=0.125, curriculum_min_scale=0.125, curriculum_max_scale=0.25
 )
