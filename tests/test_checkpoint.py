@@ -4,7 +4,6 @@ saves never leave a half-written checkpoint behind; the newest and the best eval
 
 import os
 import shutil
-import zlib
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +17,7 @@ from unilab_jax.training.checkpoint import (
     CheckpointSaveError,
     CheckpointWriter,
     best_step,
-    crc32_combine,
+    checksum,
     list_steps,
     read_meta,
     restore_checkpoint,
@@ -82,7 +81,7 @@ def test_flipped_bytes_in_data_files_are_reported_as_damage(saved):
 
 
 def test_arrays_are_checked_too_when_their_files_look_intact(saved):
-    """The per-array CRC-32 is reached and trips on its own: checkpoint 3's replay item is
+    """The per-array checksum is reached and trips on its own: checkpoint 3's replay item is
     replaced by checkpoint 2's, valid orbax files that orbax reads without complaint, but not
     the arrays checkpoint 3 recorded (as when a file was rewritten with other contents).
     (Flipping bytes inside a data file never reaches this check: orbax's reader fails first.)"""
@@ -202,11 +201,30 @@ def test_a_run_without_evaluation_has_no_best_checkpoint(saved, tmp_path):
     assert best_step(tmp_path / "nowhere") is None and not (tmp_path / "nowhere").exists()
 
 
-def test_crc32_combine_joins_two_crcs_as_zlib_does():
+def test_the_checksum_is_the_same_on_the_host_and_over_devices_and_sees_one_changed_word():
+    """An array spread over processes is summed by one jitted reduction (on the devices), one a
+    process holds on the host in chunks: the same figure for every dtype a state holds. A
+    changed word or two swapped words change it."""
+    from unilab_jax.training import checkpoint
+
     rng = np.random.default_rng(0)
-    for n1, n2 in [(0, 0), (1, 0), (0, 7), (5, 1), (100, 4096), (3, 70001)]:
-        a, b = rng.bytes(n1), rng.bytes(n2)
-        assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+    arrays = [
+        rng.normal(size=(1 << 22) + 5).astype(np.float32),  # over one host chunk
+        rng.normal(size=(3, 7)).astype(jnp.bfloat16),
+        rng.integers(0, 255, size=(5, 3), dtype=np.uint8),
+        rng.integers(-9, 9, size=(2, 2), dtype=np.int16),
+        np.array([True, False, True]),
+        np.array(3.5, np.float32),
+        np.asarray(jax.random.PRNGKey(1)),
+    ]
+    on_devices = [int(s) for s in checkpoint._global_checksums([jnp.asarray(x) for x in arrays])]
+    assert on_devices == [checksum(x) for x in arrays]
+    x = arrays[0].copy()
+    x[1000] = np.nextafter(x[1000], np.float32(np.inf))
+    assert checksum(x) != checksum(arrays[0])
+    x = arrays[0].copy()
+    x[[7, 8]] = x[[8, 7]]
+    assert checksum(x) != checksum(arrays[0])
 
 
 def test_an_evaluated_run_keeps_its_best_checkpoint_and_step_best_finds_it(tmp_path):

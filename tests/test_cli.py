@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from tiny import array_crcs  # tests/tiny.py
+from tiny import array_checksums  # tests/tiny.py
 
 from unilab_jax.train import main
 
@@ -274,7 +274,7 @@ def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
     assert summary["last_checkpoint"] == str(tmp_path / "b" / "checkpoints" / "4")  # trained
     assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").iterdir()) == ["4"]
     resumed, uninterrupted = (
-        array_crcs(d / "checkpoints" / "4") for d in (tmp_path / "b", first_dir)
+        array_checksums(d / "checkpoints" / "4") for d in (tmp_path / "b", first_dir)
     )
     assert len(resumed) > 40 and resumed == uninterrupted
     wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",

@@ -13,7 +13,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from tiny import array_crcs  # tests/tiny.py
+from tiny import array_checksums  # tests/tiny.py
 
 from unilab_jax.config import ConfigError, TrainConfig
 from unilab_jax.training.checkpoint import read_meta, restore_checkpoint
@@ -151,13 +151,13 @@ def _cli(args, log_dir):
 def test_overlapped_collection_on_two_learner_devices_from_the_cli_resumes_exactly(tmp_path):
     """``--collection overlap --num-devices 2``: the CLI forces 3 host devices (2 learners, 1
     collector); a run resumed from its checkpoint 2 ends with the same arrays as the run that
-    went on (every array's CRC-32)."""
+    went on (every array's checksum)."""
     options = ["--collection", "overlap", "--num-devices", "2", "--env-steps-per-sync", "2"]
     summary = _cli([*options, "--max-iterations", "6"], tmp_path / "a")
     assert summary["completed_iterations"] == 6 and summary["total_env_steps"] == 6 * 8 * 2
     _cli([*options, "--max-iterations", "6", "--resume", str(tmp_path / "a"), "--resume-step",
           "2"], tmp_path / "b")  # fmt: skip
-    a, b = array_crcs(tmp_path / "a/checkpoints/6"), array_crcs(tmp_path / "b/checkpoints/6")
+    a, b = array_checksums(tmp_path / "a/checkpoints/6"), array_checksums(tmp_path / "b/checkpoints/6")
     assert a == b
     assert ("env", "physics") in a
     # It went on from checkpoint 2 (a run that ignored --resume would also end with these
@@ -223,7 +223,7 @@ def _finish(proc: subprocess.Popen, what: str) -> str:
 def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tmp_path):
     """C MuJoCo collection over 2 processes x 1 device (the launcher): each process steps its
     own 4 of the 8 envs, and every checkpoint holds bitwise the arrays of the same run as 1
-    process x 2 devices (every array's CRC-32: agent, replay, C MuJoCo state, noise scales);
+    process x 2 devices (every array's checksum: agent, replay, C MuJoCo state, noise scales);
     the 2-process run resumes the 1-process run's checkpoint 2 to the same end; the final
     evaluation, split over the processes, gives the same figure."""
     config = tmp_path / "go1.json"
@@ -235,8 +235,8 @@ def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tm
     _finish(one, "1 process x 2 devices")
     _finish(two, "2 processes x 1 device")
     for step in (2, 4, 6):
-        a = array_crcs(tmp_path / "one/checkpoints" / str(step))
-        assert array_crcs(tmp_path / "two/checkpoints" / str(step)) == a, step
+        a = array_checksums(tmp_path / "one/checkpoints" / str(step))
+        assert array_checksums(tmp_path / "two/checkpoints" / str(step)) == a, step
     assert ("env", "physics") in a and ("run", "explore.noise_scales") in a
     summaries = [json.loads((tmp_path / d / "run_summary.json").read_text())
                  for d in ("one", "two")]  # fmt: skip
@@ -246,6 +246,6 @@ def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tm
                           str(tmp_path / "resumed"), "--resume", str(tmp_path / "one"),
                           "--resume-step", "2"], None)  # fmt: skip
     _finish(resumed, "2-process resume")
-    assert array_crcs(tmp_path / "resumed/checkpoints/6") == a
+    assert array_checksums(tmp_path / "resumed/checkpoints/6") == a
     # It went on from checkpoint 2: a run that ignored --resume would have saved 2 again.
     assert sorted(p.name for p in (tmp_path / "resumed/checkpoints").iterdir()) == ["4", "6"]

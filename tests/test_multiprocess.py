@@ -176,7 +176,7 @@ def _meta(run: Path, step: int) -> dict:
 
 
 def _read(run: Path, step: int, item: str) -> dict:
-    """An item of a checkpoint, restored and CRC-checked in this 1-device process."""
+    """An item of a checkpoint, restored and checksum-checked in this 1-device process."""
     import jax.numpy as jnp
 
     from unilab_jax.training.checkpoint import restore_item
@@ -200,7 +200,7 @@ def test_two_processes_train_the_same_parameters_as_one_process_of_two_devices(r
     assert (report["devices"], report["local"], report["b_iterations"]) == (2, 1, 6)
     for step in (2, 4, 6):
         one, two = _meta(tmp / "A", step), _meta(tmp / "B", step)
-        # The same arrays: shapes, dtypes and CRC-32s of the whole global arrays (the 2-process
+        # The same arrays: shapes, dtypes and checksums of the whole global arrays (the 2-process
         # ones combined from each process's shards). On jax 0.10.2 CPU they are bitwise equal.
         assert two["items"] == one["items"], step
     a, b = _read(tmp / "A", 6, "agent"), _read(tmp / "B", 6, "agent")

@@ -24,11 +24,11 @@ TINY = TrainConfig(
 TINY_SAC = {"actor_hidden_dim": 16, "critic_hidden_dim": 32, "num_atoms": 11}
 
 
-def array_crcs(checkpoint: Path) -> dict:
-    """``(item, array) -> CRC-32`` of every array of one checkpoint folder (its
+def array_checksums(checkpoint: Path) -> dict:
+    """``(item, array) -> checksum`` of every array of one checkpoint folder (its
     ``meta`` item): two checkpoints hold the same state bit for bit when these are equal."""
     checkpoint = Path(checkpoint)
     items = read_meta(checkpoint.parent, int(checkpoint.name))["items"]
     return {
-        (item, name): e["crc32"] for item, arrays in items.items() for name, e in arrays.items()
+        (item, name): e["checksum"] for item, arrays in items.items() for name, e in arrays.items()
     }

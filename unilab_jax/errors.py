@@ -1,10 +1,21 @@
-"""Errors for input that cannot work, raised before anything compiles.
+"""The library's errors: each message names the problem and the fix.
 
-Each message names the setting, the value and the fix. ``ConfigError`` is a ``ValueError``,
-so the facade's documented ``ValueError`` contract holds for it too.
+``ConfigError`` (input that cannot work, raised before anything compiles) is a ``ValueError``,
+so the facade's documented ``ValueError`` contract holds for it too. The checkpoint errors are
+``unilab_jax.training.checkpoint``'s.
 """
 
-__all__ = ["CheckpointError", "ConfigError", "EnvNaNError", "LearnerDivergedError"]
+from pathlib import Path
+
+__all__ = [
+    "CheckpointDamagedError",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "CheckpointSaveError",
+    "ConfigError",
+    "EnvNaNError",
+    "LearnerDivergedError",
+]
 
 
 class ConfigError(ValueError):
@@ -22,5 +33,26 @@ class LearnerDivergedError(FloatingPointError):
 
 class CheckpointError(Exception):
     """A checkpoint that cannot be written or restored; the message says which and why
-    (``unilab_jax.training.checkpoint``'s errors and ``unilab_jax.training.resume.ResumeError``
-    derive from it)."""
+    (the three below and ``unilab_jax.training.resume.ResumeError`` derive from it)."""
+
+
+class CheckpointSaveError(CheckpointError):
+    """Writing a checkpoint failed (disk full, read-only file system, ...)."""
+
+
+class CheckpointDamagedError(CheckpointError):
+    """A checkpoint whose files are corrupt, truncated or missing."""
+
+    def __init__(self, directory: Path, step: int, reason: str) -> None:
+        self.directory, self.step, self.reason = directory, step, reason
+        super().__init__(f"checkpoint {step} under {directory} is damaged: {reason}")
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint written for a state of other shapes (other settings)."""
+
+    def __init__(self, step: int, meta: dict, differences: list[str]) -> None:
+        self.step, self.meta, self.differences = step, meta, differences
+        shown = "; ".join(differences[:4]) + ("; ..." if len(differences) > 4 else "")
+        count = f"{len(differences)} array(s) differ"
+        super().__init__(f"checkpoint {step} holds a state of other shapes ({count}: {shown})")

@@ -11,7 +11,7 @@ those that keep every array's shape, ``batch_size``, ``gamma``, ``critic_lr``, .
 checkpoint's ``meta`` item alone, before anything is built or compiled. Settings that only steer
 the host loop (``FREE_ON_RESUME``: the iteration count, intervals, evaluation, seed, collection
 schedule, launch) may change freely. A damaged checkpoint (a file whose
-size or CRC-32 is not the recorded one) is named, with the newest intact one before it
+size or checksum is not the recorded one) is named, with the newest intact one before it
 (``ResumeError.older``).
 
 ``resume_source`` (``train``'s first step) and ``checkpoint_folder`` check the path in a fraction
