@@ -41,8 +41,8 @@ Where the numbers come from (every preset names its source in ``Preset.source``)
 - ``locomotion/cpu``: 64 envs, batch 512, 4 updates per env step, widths 128/256. Our own
   robots (not Playground's) instead get ``physics="mujoco"`` (C MuJoCo collection, the fast
   physics for robots on a CPU), 256 envs and 40,000 iterations: TD3 at these sizes walks Go1
-  after about 2M env steps and G1 after about 3.6M on a 2-core CPU
-  (``bench/learning/locomotion.py``; ``bench/RESULTS.md``).
+  after about 2M env steps and the reference's G1 after 3.6M-4.6M (three seeds) on a 2-core
+  CPU (``bench/learning/locomotion.py``, ``bench/reference``; ``bench/RESULTS.md``).
 - ``brax/*``: the DM Control sizes with Brax's own discount, 0.99.
 """
 
@@ -108,7 +108,7 @@ class Preset:
 # tasks carry their family in the env registry (``register(..., family=...)``).
 _PLAYGROUND_LOCOMOTION = ("Go1", "Go2", "G1", "H1", "T1", "Berkeley", "Spot", "Apollo", "Op3")
 # What our robots' cpu preset adds (C MuJoCo collection; bench/learning/locomotion.py measured TD3
-# walking Go1 after about 8,000 iterations and G1 after about 14,000 with these).
+# walking Go1 after about 8,000 iterations and G1 after 14,000-18,000 with these).
 _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log_interval=200)
 # The reference's G1 on a CPU learns with symmetry augmentation (its mirror map: envs/robots/
 # g1.py); TD3 also explores with narrower noise (std 0.05-0.4, the reference's 0.2-0.8 at action
