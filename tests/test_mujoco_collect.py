@@ -157,7 +157,7 @@ def test_overlapped_collection_on_two_learner_devices_from_the_cli_resumes_exact
     assert summary["completed_iterations"] == 6 and summary["total_env_steps"] == 6 * 8 * 2
     _cli([*options, "--max-iterations", "6", "--resume", str(tmp_path / "a"), "--resume-step",
           "2"], tmp_path / "b")  # fmt: skip
-    a, b = array_checksums(tmp_path / "a/checkpoints/6"), array_checksums(tmp_path / "b/checkpoints/6")
+    a, b = (array_checksums(tmp_path / f"{run}/checkpoints/6") for run in ("a", "b"))
     assert a == b
     assert ("env", "physics") in a
     # It went on from checkpoint 2 (a run that ignored --resume would also end with these

@@ -68,12 +68,7 @@ def bootstrap_mask(terminated: Array, truncated: Array) -> Array:
 
 @jax.named_scope("c51_projection")  # a name in profiles (bench/speed/profile.py)
 def categorical_projection(
-    next_probs: Array,
-    rewards: Array,
-    bootstrap: Array,
-    gamma: float,
-    v_min: float,
-    v_max: float,
+    next_probs: Array, rewards: Array, bootstrap: Array, gamma: float, v_min: float, v_max: float
 ) -> Array:
     """Project the distribution of `r + bootstrap * gamma * Z'` onto the fixed support.
 
@@ -120,12 +115,7 @@ def categorical_projection(
 
 
 def clipped_target_mass(
-    next_probs: Array,
-    rewards: Array,
-    bootstrap: Array,
-    gamma: float,
-    v_min: float,
-    v_max: float,
+    next_probs: Array, rewards: Array, bootstrap: Array, gamma: float, v_min: float, v_max: float
 ) -> tuple[Array, Array]:
     """The share of target probability that the projection clips at ``v_min`` and ``v_max``.
 

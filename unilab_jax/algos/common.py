@@ -1,12 +1,19 @@
 """The pieces the learners (FastSAC, FastTD3; FlashSAC for its `Agent`) build from, written once.
 
-- `make_agent`: the `Agent` of a learner module, its functions bound to the agent's parts,
-  with the shared target and normaliser updates; `bind`, one such function.
-- `init_networks`: a fresh actor's and critic's variables.
+- `Parts`: what a learner's pure functions are built from; `make_agent`: the `Agent` of a
+  learner module, its functions bound to the parts, with the shared target and normaliser
+  updates; `bind`, one such function.
+- `init_networks` / `init_state`: a fresh actor's and critic's variables, and a learner state
+  around them.
+- `apply_actor`: the actor on observations normalised with the agent's running statistics.
+- `draw_noise`: an update's standard normal `[B, A]` draw, per row from its key.
 - `step_member`: one guarded optimiser step (`gradients.gradient_step`) of an agent state's
-  `<member>_params` with its `<member>_opt_state` (`"actor"`, `"critic"`).
+  `<member>_params` with its `<member>_opt_state` (`"actor"`, `"critic"`); `train_member`, the
+  same on a loss over a prepared batch; `step_alpha`, the temperature step of the SACs.
 - `prepare_batch`: a replay batch as the losses see it: mirrored (symmetry augmentation, raw
   rows), then normalised with the agent's running statistics.
+- `support` / `critic_values` / `project_target`: the C51 maths (`c51`) on a config's support.
+- `gaussian_sample`: the Gaussian half of a tanh-Gaussian sample.
 - `update_normalizers` / `update_target`: the two state updates that do not differentiate.
 - `init_noise` / `next_noise`: temporally correlated exploration noise, an AR(1) process of unit
   variance per env (`noise_correlation` rho of both configs):
@@ -16,32 +23,78 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from unilab_jax.algos.agent import Agent, Transition
-from unilab_jax.algos.gradients import gradient_step, polyak_update
-from unilab_jax.algos.normalizer import normalize_transition, update_agent_normalizers
+from unilab_jax.algos.c51 import (
+    categorical_projection,
+    clipped_target_mass,
+    expected_value,
+    make_support,
+)
+from unilab_jax.algos.gradients import gradient_step, polyak_update, row_normal
+from unilab_jax.algos.normalizer import (
+    init_normalizer,
+    normalize,
+    normalize_transition,
+    update_agent_normalizers,
+)
 
 __all__ = [
+    "Parts",
+    "apply_actor",
     "bind",
+    "critic_values",
+    "draw_noise",
+    "gaussian_sample",
     "init_networks",
     "init_noise",
+    "init_state",
     "make_agent",
     "next_noise",
     "prepare_batch",
+    "project_target",
+    "step_alpha",
     "step_member",
+    "support",
+    "train_member",
     "update_normalizers",
     "update_target",
 ]
 
 Array = jax.Array
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class Parts(NamedTuple):
+    """What a learner's pure functions are built from (its maker's arguments, modules and
+    optimisers). `alpha_opt`: the temperature's (the SACs); `augment`: the symmetry
+    augmentation of `prepare_batch`; `num_envs`: the run's envs (FlashSAC's reward scaling)."""
+
+    config: Any
+    networks: Any
+    obs_dim: int
+    critic_dim: int
+    action_dim: int
+    actor_opt: optax.GradientTransformation
+    critic_opt: optax.GradientTransformation
+    axis_name: str | None
+    alpha_opt: optax.GradientTransformation | None = None
+    augment: Callable[[Transition], Transition] | None = None
+    num_envs: int = 1
+
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        """`(obs_dim, critic_dim, action_dim)`."""
+        return self.obs_dim, self.critic_dim, self.action_dim
 
 
 def bind(name: str, fn: Callable, *args: Any, **kwargs: Any) -> Callable:
@@ -82,6 +135,44 @@ def init_networks(networks: Any, key: jax.Array, batch: int, dims: tuple[int, in
     return actor, networks.critic.init(critic_key, *zeros)
 
 
+def init_state(cls: type, parts: Parts, actor_params: Any, critic_params: Any, **more: Any):
+    """A fresh learner state `cls` around the first actor and critic params: the target critic
+    a copy of the critic, fresh optimiser states and, where `cls` has them, `log_alpha` at
+    `log(config.alpha_init)` and empty observation normalisers; `more`: its other fields."""
+    fields = {field.name for field in dataclasses.fields(cls)}
+    state = {
+        "actor_params": actor_params,
+        "critic_params": critic_params,
+        "target_critic_params": critic_params,
+        "actor_opt_state": parts.actor_opt.init(actor_params),
+        "critic_opt_state": parts.critic_opt.init(critic_params),
+    }
+    if "log_alpha" in fields:
+        log_alpha = jnp.asarray(math.log(parts.config.alpha_init), jnp.float32)
+        state.update(log_alpha=log_alpha, alpha_opt_state=parts.alpha_opt.init(log_alpha))
+    if "obs_normalizer" in fields:
+        state.update(
+            obs_normalizer=init_normalizer(parts.obs_dim),
+            critic_normalizer=init_normalizer(parts.critic_dim),
+        )
+    return cls(**state, **more)
+
+
+def apply_actor(parts: Parts, state: Any, obs: Array) -> Any:
+    """The actor's output on `obs`, normalised first when `config.obs_normalization`."""
+    if parts.config.obs_normalization:
+        obs = normalize(state.obs_normalizer, obs)
+    return parts.networks.actor.apply(state.actor_params, obs)
+
+
+def draw_noise(parts: Parts, key: jax.Array, rows: int, noise: Array | None = None) -> Array:
+    """`noise` if given (the tests' recorded draws), else standard normal `[rows, A]` drawn per
+    global row from `key` (`gradients.row_normal`)."""
+    if noise is not None:
+        return noise
+    return row_normal(key, rows, parts.action_dim, parts.axis_name)
+
+
 def step_member(
     state: Any,
     member: str,
@@ -104,6 +195,45 @@ def step_member(
     return state, loss, aux, grad_norm
 
 
+def train_member(
+    parts: Parts,
+    state: Any,
+    member: str,
+    loss: Callable,
+    batch: Transition,
+    noise: tuple[str, jax.Array, Array | None] | None = None,
+    **inputs: Any,
+) -> tuple[Any, Array, Any, Array]:
+    """`step_member` of `member` (`"actor"`, `"critic"`) with `parts.<member>_opt` on
+    `loss(<member>_params, batch=, networks=, config=, **inputs)` over the prepared batch
+    (`prepare_batch`). `noise`: `(argument name, key, draw or None)` of a loss that takes a
+    standard normal `[B, A]` draw (`draw_noise`, `B` the prepared rows)."""
+    config = parts.config
+    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
+    if noise is not None:
+        name, key, draw = noise
+        inputs[name] = draw_noise(parts, key, batch.rewards.shape[0], draw)
+    loss_fn = functools.partial(loss, batch=batch, networks=parts.networks, config=config, **inputs)
+    optimizer = getattr(parts, f"{member}_opt")
+    return step_member(state, member, loss_fn, optimizer, config.max_grad_norm, parts.axis_name)
+
+
+def step_alpha(
+    parts: Parts, state: Any, alpha_loss: Callable[[Array], tuple[Array, Any]]
+) -> tuple[Any, dict[str, Array]]:
+    """The temperature step with `config.use_autotune`: `gradient_step` of `state.log_alpha`
+    on `alpha_loss(log_alpha) -> (loss, aux)` (unclipped, `parts.alpha_opt`). Returns the state
+    and the metrics `alpha_loss` (0 without autotune) and `alpha`."""
+    loss = jnp.zeros((), jnp.float32)
+    if parts.config.use_autotune:
+        log_alpha, opt_state, loss, _, _ = gradient_step(
+            alpha_loss, state.log_alpha, state.alpha_opt_state, parts.alpha_opt, 0.0,
+            parts.axis_name,
+        )  # fmt: skip
+        state = state.replace(log_alpha=log_alpha, alpha_opt_state=opt_state)
+    return state, {"alpha_loss": loss, "alpha": jnp.exp(state.log_alpha)}
+
+
 def prepare_batch(
     state: Any, batch: Transition, augment: Callable[[Transition], Transition], normalise: bool
 ) -> Transition:
@@ -113,6 +243,37 @@ def prepare_batch(
     if not normalise:
         return batch
     return normalize_transition(state.obs_normalizer, state.critic_normalizer, batch)
+
+
+def support(config: Any) -> Array:
+    """The config's C51 atom values `[K]` (`c51.make_support`)."""
+    return make_support(config.v_min, config.v_max, config.num_atoms)
+
+
+def critic_values(config: Any, logits: Array) -> Array:
+    """The expected value of each critic's distribution: logits `[..., K] -> [...]`."""
+    return expected_value(jax.nn.softmax(logits, axis=-1), support(config))
+
+
+def project_target(
+    config: Any, next_probs: Array, rewards: Array, bootstrap: Array
+) -> tuple[Array, Array, dict[str, Array]]:
+    """The C51 target: `next_probs [..., B, K]` projected at `rewards + gamma * bootstrap * z`
+    (`c51.categorical_projection`), held constant. Returns `(target_probs, their expected
+    values [..., B], {"target_clip_low", "target_clip_high"})`, the mass clipped at each end
+    (`c51.clipped_target_mass`)."""
+    args = (rewards, bootstrap, config.gamma, config.v_min, config.v_max)
+    target_probs = jax.lax.stop_gradient(categorical_projection(next_probs, *args))
+    low, high = jax.lax.stop_gradient(clipped_target_mass(next_probs, *args))
+    values = expected_value(target_probs, support(config))
+    return target_probs, values, {"target_clip_low": low, "target_clip_high": high}
+
+
+def gaussian_sample(mean: Array, log_std: Array, noise: Array) -> tuple[Array, Array]:
+    """`u = mean + exp(log_std) * noise` and `log N(u; mean, std)` per dimension (before the
+    tanh squash of a tanh-Gaussian policy)."""
+    u = mean + jnp.exp(log_std) * noise
+    return u, -0.5 * (jnp.square(noise) + 2.0 * log_std + _LOG_2PI)
 
 
 def update_normalizers(

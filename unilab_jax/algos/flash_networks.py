@@ -32,6 +32,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from unilab_jax.algos.networks import per_member
+
 __all__ = [
     "FlashActor",
     "FlashCritic",
@@ -54,11 +56,6 @@ def _member_normal(key: jax.Array, shape: tuple[int, ...], dtype=jnp.float32) ->
     return jax.random.normal(key, shape, dtype)
 
 
-def _per_member(p: Array, ndim: int) -> Array:
-    """`[E, F] -> [E, 1, ..., 1, F]` to broadcast against `[E, ..., F]`."""
-    return p.reshape(p.shape[0], *([1] * (ndim - 2)), p.shape[-1])
-
-
 class MemberDense(nn.Module):
     """`[E, N, in] -> [E, N, out]`, a kernel (and optional bias) per member."""
 
@@ -71,7 +68,7 @@ class MemberDense(nn.Module):
         kernel = self.param("kernel", _member_normal, shape)
         y = jnp.einsum("eni,eio->eno", x, kernel)
         if self.use_bias:
-            y = y + _per_member(self.param("bias", nn.initializers.zeros, shape[::2]), y.ndim)
+            y = y + per_member(self.param("bias", nn.initializers.zeros, shape[::2]), y.ndim)
         return y
 
 

@@ -48,17 +48,22 @@ import jax.numpy as jnp
 import optax
 
 from unilab_jax.algos.agent import Agent, Transition
-from unilab_jax.algos.c51 import (
-    bootstrap_mask,
-    categorical_cross_entropy,
-    categorical_projection,
-    clipped_target_mass,
-    expected_value,
-    make_support,
+from unilab_jax.algos.c51 import bootstrap_mask, categorical_cross_entropy, expected_value
+from unilab_jax.algos.common import (
+    Parts,
+    critic_values,
+    draw_noise,
+    gaussian_sample,
+    init_networks,
+    init_state,
+    make_agent,
+    project_target,
+    step_alpha,
+    step_member,
+    support,
 )
-from unilab_jax.algos.common import init_networks, make_agent, step_member
 from unilab_jax.algos.flash_networks import FlashActor, FlashCritic, project_weights
-from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
+from unilab_jax.algos.gradients import reduce_metrics
 from unilab_jax.algos.hyperparams import FlashSACConfig
 from unilab_jax.algos.reward_scaling import (
     RewardStats,
@@ -124,7 +129,6 @@ def make_flash_sac_networks(
     return FlashSACNetworks(actor, critic)
 
 
-_LOG_2PI = math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 
 
@@ -134,8 +138,7 @@ def sample_tanh_gaussian(mean: Array, log_std: Array, noise: Array) -> tuple[Arr
     N(u; mean, std) - log(1 - tanh(u)^2)]`` with the last term in its exact stable form
     ``2 (log 2 - u - softplus(-2u))`` (FastSAC's ``log(1 - a^2 + 1e-6)`` loses every digit of a
     saturated action in float32; FlashSAC's actor saturates often)."""
-    u = mean + jnp.exp(log_std) * noise
-    gaussian = -0.5 * (jnp.square(noise) + 2.0 * log_std + _LOG_2PI)
+    u, gaussian = gaussian_sample(mean, log_std, noise)
     log_det = 2.0 * (_LOG_2 - u - jax.nn.softplus(-2.0 * u))
     return jnp.tanh(u), jnp.sum(gaussian - log_det, axis=-1)
 
@@ -159,27 +162,24 @@ def flash_critic_loss(
     stats = state.critic_stats["batch_stats"]
     target_vars = {"params": state.target_critic_params["params"], "batch_stats": stats}
     next_probs = jax.nn.softmax(networks.critic.apply(target_vars, obs2, act2, True)[:, b:], -1)
-    support = make_support(config.v_min, config.v_max, config.num_atoms)
-    lowest = jnp.argmin(expected_value(next_probs, support), axis=0)  # [B]
+    lowest = jnp.argmin(expected_value(next_probs, support(config)), axis=0)  # [B]
     next_probs = jnp.take_along_axis(next_probs, lowest[None, :, None], axis=0)[0]  # [B, K]
     bootstrap = bootstrap_mask(batch.terminated, batch.truncated)
     alpha = jnp.exp(state.log_alpha)
     soft_rewards = batch.rewards - config.gamma * bootstrap * alpha * next_log_prob
-    args = (soft_rewards, bootstrap, config.gamma, config.v_min, config.v_max)
-    target_probs = jax.lax.stop_gradient(categorical_projection(next_probs, *args))
-    clip_low, clip_high = clipped_target_mass(next_probs, *args)
+    target_probs, target_values, clipped = project_target(
+        config, next_probs, soft_rewards, bootstrap
+    )
     logits, new_stats = networks.critic.apply(
         {"params": critic_params["params"], "batch_stats": stats}, obs2, act2, True,
         mutable=["batch_stats"],
     )  # fmt: skip
     loss = jnp.mean(categorical_cross_entropy(target_probs, logits[:, :b]))
-    target_values = expected_value(target_probs, support)
     aux = {
         "critic_stats": new_stats,
         "target_q_max": jnp.max(target_values),
         "target_q_min": jnp.min(target_values),
-        "target_clip_low": jax.lax.stop_gradient(clip_low),
-        "target_clip_high": jax.lax.stop_gradient(clip_high),
+        **clipped,
     }
     return loss, aux
 
@@ -203,8 +203,7 @@ def flash_actor_loss(
     action, log_prob = sample_tanh_gaussian(mean[:b], log_std[:b], action_noise)
     critic_vars = {**state.critic_params, **state.critic_stats}
     logits = networks.critic.apply(critic_vars, batch.critic, action, False)  # [E, B, K]
-    support = make_support(config.v_min, config.v_max, config.num_atoms)
-    q = jnp.min(expected_value(jax.nn.softmax(logits, axis=-1), support), axis=0)
+    q = jnp.min(critic_values(config, logits), axis=0)
     loss = jnp.mean(jax.lax.stop_gradient(jnp.exp(state.log_alpha)) * log_prob - q)
     aux = {
         "actor_stats": new_stats,
@@ -213,21 +212,6 @@ def flash_actor_loss(
         "action_std": jnp.mean(jnp.exp(log_std[:b])),
     }
     return loss, jax.lax.stop_gradient(aux)
-
-
-class _Parts(NamedTuple):
-    """What the pure FlashSAC functions are built from (``make_flash_sac``)."""
-
-    config: FlashSACConfig
-    networks: FlashSACNetworks
-    obs_dim: int
-    critic_dim: int
-    action_dim: int
-    num_envs: int
-    actor_opt: optax.GradientTransformation
-    critic_opt: optax.GradientTransformation
-    alpha_opt: optax.GradientTransformation
-    axis_name: str | None
 
 
 def _optimizer(config: FlashSACConfig, lr: float, decay: bool = True):
@@ -251,7 +235,7 @@ def make_flash_sac(
     for reward scaling). ``mirror``: refused (no symmetry augmentation here)."""
     if mirror is not None:
         raise ValueError("FlashSAC has no symmetry augmentation; leave use_symmetry off")
-    parts = _Parts(
+    parts = Parts(
         config=config,
         networks=make_flash_sac_networks(config, action_dim, axis_name),
         obs_dim=obs_dim,
@@ -267,27 +251,19 @@ def make_flash_sac(
     return make_agent(parts, *functions, observe_rewards=_observe_rewards)
 
 
-def _init(parts: _Parts, key: jax.Array) -> FlashSACState:
-    dims = parts.obs_dim, parts.critic_dim, parts.action_dim
-    actor_vars, critic_vars = init_networks(parts.networks, key, 2, dims)  # 2 rows: BatchNorm
-    actor_params = project_weights({"params": actor_vars["params"]})
-    critic_params = project_weights({"params": critic_vars["params"]})
-    log_alpha = jnp.asarray(math.log(parts.config.alpha_init), jnp.float32)
-    return FlashSACState(
-        actor_params=actor_params,
+def _init(parts: Parts, key: jax.Array) -> FlashSACState:
+    actor_vars, critic_vars = init_networks(parts.networks, key, 2, parts.dims)  # 2 rows: BatchNorm
+    return init_state(
+        FlashSACState, parts,
+        actor_params=project_weights({"params": actor_vars["params"]}),
+        critic_params=project_weights({"params": critic_vars["params"]}),
         actor_stats={"batch_stats": actor_vars["batch_stats"]},
-        critic_params=critic_params,
         critic_stats={"batch_stats": critic_vars["batch_stats"]},
-        target_critic_params=critic_params,
-        log_alpha=log_alpha,
-        actor_opt_state=parts.actor_opt.init(actor_params),
-        critic_opt_state=parts.critic_opt.init(critic_params),
-        alpha_opt_state=parts.alpha_opt.init(log_alpha),
         rewards=init_reward_stats(parts.num_envs),
-    )
+    )  # fmt: skip
 
 
-def _observe_rewards(parts: _Parts, state: FlashSACState, rewards: Array, dones: Array):
+def _observe_rewards(parts: Parts, state: FlashSACState, rewards: Array, dones: Array):
     """The reward statistics after the collected steps (``[S, N_local]``; with an axis, every
     device's envs in order, so each device holds the same statistics)."""
     if parts.axis_name is not None:
@@ -297,20 +273,20 @@ def _observe_rewards(parts: _Parts, state: FlashSACState, rewards: Array, dones:
     return state.replace(rewards=stats)
 
 
-def _zeta_holds(parts: _Parts, key: jax.Array, shape: tuple[int, ...]) -> Array:
+def _zeta_holds(parts: Parts, key: jax.Array, shape: tuple[int, ...]) -> Array:
     """Hold lengths ``k`` in ``[1, noise_repeat_max]`` with ``P(k) ~ k^-mu``."""
     k = jnp.arange(1, parts.config.noise_repeat_max + 1, dtype=jnp.float32)
     logits = -parts.config.noise_repeat_exponent * jnp.log(k)
     return jax.random.categorical(key, logits, shape=shape).astype(jnp.int32) + 1
 
 
-def _init_explore(parts: _Parts, key: jax.Array, num_envs: int) -> tuple[Array, Array]:
+def _init_explore(parts: Parts, key: jax.Array, num_envs: int) -> tuple[Array, Array]:
     """Each env's draw ``[N, A]`` and the steps it is still held for ``[N]`` (0: redraw)."""
     noise = jax.random.normal(key, (num_envs, parts.action_dim), jnp.float32)
     return noise, jnp.zeros((num_envs,), jnp.int32)
 
 
-def _policy(parts: _Parts, state: FlashSACState, obs: Array) -> tuple[Array, Array]:
+def _policy(parts: Parts, state: FlashSACState, obs: Array) -> tuple[Array, Array]:
     variables = {**state.actor_params, **state.actor_stats}
     return parts.networks.actor.apply(variables, obs, False)
 
@@ -333,11 +309,11 @@ def _explore(parts, state, explore_state, obs, prev_done, key):
     return jnp.where(warm_up, uniform, actions), (noise, left)
 
 
-def _act(parts: _Parts, state: FlashSACState, obs: Array) -> Array:
+def _act(parts: Parts, state: FlashSACState, obs: Array) -> Array:
     return jnp.tanh(_policy(parts, state, obs)[0])
 
 
-def _step_projected(parts: _Parts, state: FlashSACState, member: str, loss_fn, optimizer):
+def _step_projected(parts: Parts, state: FlashSACState, member: str, loss_fn, optimizer):
     """``common.step_member`` on the actor or the critic, then its weights projected back onto
     their bounds and its BatchNorm statistics (``aux["<member>_stats"]``) taken, unless the
     guarded step was skipped as non-finite. Returns ``(state, loss, aux, grad_norm)``."""
@@ -355,17 +331,12 @@ def _step_projected(parts: _Parts, state: FlashSACState, member: str, loss_fn, o
 
 
 def _update_critic(
-    parts: _Parts,
-    state: FlashSACState,
-    batch: Transition,
-    key: jax.Array,
-    noise: Array | None = None,
+    parts: Parts, state: FlashSACState, batch: Transition, key: Array, noise: Array | None = None
 ):
-    config, axis_name = parts.config, parts.axis_name
+    config = parts.config
     if config.reward_scaling:
         batch = batch.replace(rewards=batch.rewards / reward_scale(state.rewards, config.g_max))
-    if noise is None:
-        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)
+    noise = draw_noise(parts, key, batch.rewards.shape[0], noise)
     next_mean, next_log_std = _policy(parts, state, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(next_mean, next_log_std, noise)
     loss_fn = functools.partial(
@@ -375,40 +346,24 @@ def _update_critic(
     state, loss, aux, grad_norm = _step_projected(parts, state, "critic", loss_fn, parts.critic_opt)
     metrics = {"qf_loss": loss, "critic_grad_norm": grad_norm, **aux}
     metrics["reward_scale"] = reward_scale(state.rewards, config.g_max)
-    return state, reduce_metrics(metrics, axis_name)
+    return state, reduce_metrics(metrics, parts.axis_name)
 
 
 def _update_actor(
-    parts: _Parts,
-    state: FlashSACState,
-    batch: Transition,
-    key: jax.Array,
-    noise: Array | None = None,
+    parts: Parts, state: FlashSACState, batch: Transition, key: Array, noise: Array | None = None
 ):
-    config, axis_name = parts.config, parts.axis_name
-    if noise is None:
-        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)
+    """The actor step (``flash_actor_loss``), then the temperature's on its ``log_prob``."""
+    config = parts.config
     loss_fn = functools.partial(
-        flash_actor_loss, state=state, batch=batch, action_noise=noise,
+        flash_actor_loss, state=state, batch=batch,
+        action_noise=draw_noise(parts, key, batch.rewards.shape[0], noise),
         networks=parts.networks, config=config,
     )  # fmt: skip
     state, loss, aux, grad_norm = _step_projected(parts, state, "actor", loss_fn, parts.actor_opt)
     log_prob = aux.pop("log_prob")
-    log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
-    alpha_loss_value = jnp.zeros((), jnp.float32)
-    if config.use_autotune:
-        target_entropy = (
-            0.5 * parts.action_dim * math.log(2.0 * math.pi * math.e * config.target_entropy_std**2)
-        )
-        error = jnp.mean(log_prob) + target_entropy  # local; gradient_step averages
-
-        def alpha_loss(log_alpha):
-            return -(jnp.exp(log_alpha) * error), {}
-
-        log_alpha, alpha_opt_state, alpha_loss_value, _, _ = gradient_step(
-            alpha_loss, log_alpha, alpha_opt_state, parts.alpha_opt, 0.0, axis_name
-        )
-    state = state.replace(log_alpha=log_alpha, alpha_opt_state=alpha_opt_state)
-    metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
-    metrics.update(alpha_loss=alpha_loss_value, alpha=jnp.exp(log_alpha))
-    return state, reduce_metrics(metrics, axis_name)
+    std = config.target_entropy_std
+    target_entropy = 0.5 * parts.action_dim * math.log(2.0 * math.pi * math.e * std**2)
+    error = jnp.mean(log_prob) + target_entropy  # local; gradient_step averages
+    state, alpha_metrics = step_alpha(parts, state, lambda a: (-(jnp.exp(a) * error), {}))
+    metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux, **alpha_metrics}
+    return state, reduce_metrics(metrics, parts.axis_name)

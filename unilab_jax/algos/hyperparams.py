@@ -33,13 +33,24 @@ def _require(ok: bool, name: str, value, valid: str) -> None:
         raise ConfigError(f"{name} is {value!r}; it must be {valid}")
 
 
+def _require_int(config, name: str, minimum: int, why: str = "") -> None:
+    value = getattr(config, name)
+    valid = f"an integer >= {minimum}{why}"
+    _require(isinstance(value, int) and value >= minimum, name, value, valid)
+
+
+def _require_below(config, low: str, high: str, why: str = "") -> None:
+    value, bound = getattr(config, low), getattr(config, high)
+    _require(value < bound, low, value, f"below {high} ({bound}){why}")
+
+
 def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_common_settings(config) -> None:
     """The checks every algorithm's config shares (discount, Polyak rate, learning rates,
-    optimiser, C51 support, widths); raises ``ConfigError``."""
+    optimiser, C51 support, widths, initial temperature); raises ``ConfigError``."""
     for name, value in dataclasses.asdict(config).items():
         if isinstance(value, float | int) and not isinstance(value, bool):
             _require(_is_number(value), name, value, "a finite number")
@@ -58,26 +69,12 @@ def check_common_settings(config) -> None:
             _require(value > 0, name, value, "a positive learning rate")
     _require(config.weight_decay >= 0, "weight_decay", config.weight_decay, ">= 0")
     _require(config.max_grad_norm >= 0, "max_grad_norm", config.max_grad_norm, ">= 0 (0: off)")
-    _require(
-        isinstance(config.num_atoms, int) and config.num_atoms >= 2,
-        "num_atoms",
-        config.num_atoms,
-        "an integer >= 2 (the C51 support needs two ends)",
-    )
-    _require(
-        config.v_min < config.v_max,
-        "v_min",
-        config.v_min,
-        f"below v_max ({config.v_max}): the C51 support is [v_min, v_max]",
-    )
+    _require_int(config, "num_atoms", 2, " (the C51 support needs two ends)")
+    _require_below(config, "v_min", "v_max", ": the C51 support is [v_min, v_max]")
     for name in ("actor_hidden_dim", "critic_hidden_dim"):
-        value = getattr(config, name)
-        _require(
-            isinstance(value, int) and value >= 4,
-            name,
-            value,
-            "an integer >= 4 (the layers are H, H/2, H/4 wide)",
-        )
+        _require_int(config, name, 4, " (the layers are H, H/2, H/4 wide)")
+    if hasattr(config, "alpha_init"):
+        _require(config.alpha_init > 0, "alpha_init", config.alpha_init, "> 0 (log alpha)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,25 +134,14 @@ class SACConfig:
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the first setting that cannot work."""
         check_common_settings(self)
-        _require(self.alpha_init > 0, "alpha_init", self.alpha_init, "> 0 (log alpha)")
-        _require(
-            isinstance(self.num_q_networks, int) and self.num_q_networks >= 1,
-            "num_q_networks",
-            self.num_q_networks,
-            "an integer >= 1",
-        )
+        _require_int(self, "num_q_networks", 1)
         _require(
             len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas),
             "betas",
             self.betas,
             "two Adam decay rates in [0, 1)",
         )
-        _require(
-            self.log_std_min < self.log_std_max,
-            "log_std_min",
-            self.log_std_min,
-            f"below log_std_max ({self.log_std_max})",
-        )
+        _require_below(self, "log_std_min", "log_std_max")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,11 +273,9 @@ class FlashSACConfig:
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the first setting that cannot work."""
         check_common_settings(self)
-        _require(self.alpha_init > 0, "alpha_init", self.alpha_init, "> 0 (log alpha)")
         _require(self.target_entropy_std > 0, "target_entropy_std", self.target_entropy_std, "> 0")
         for name in ("num_blocks", "num_q_networks", "lr_decay_steps", "noise_repeat_max"):
-            value = getattr(self, name)
-            _require(isinstance(value, int) and value >= 1, name, value, "an integer >= 1")
+            _require_int(self, name, 1)
         _require(
             0.0 < self.lr_final_ratio <= 1.0, "lr_final_ratio", self.lr_final_ratio, "in (0, 1]"
         )
@@ -308,9 +292,4 @@ class FlashSACConfig:
             self.noise_repeat_exponent,
             "> 1 (a Zeta distribution)",
         )
-        _require(
-            self.log_std_min < self.log_std_max,
-            "log_std_min",
-            self.log_std_min,
-            f"below log_std_max ({self.log_std_max})",
-        )
+        _require_below(self, "log_std_min", "log_std_max")

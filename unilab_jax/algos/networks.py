@@ -29,6 +29,7 @@ __all__ = [
     "SACActor",
     "TD3Actor",
     "hidden_widths",
+    "per_member",
 ]
 
 Array = jax.Array
@@ -133,7 +134,7 @@ class _MemberDense(nn.Module):
         )  # [E, in, out]
         bias = self.param("bias", _torch_bias_init(fan_in), (members, self.features))
         y = jnp.einsum("e...i,eio->e...o", x, kernel)
-        return y + _per_member(bias, y.ndim)
+        return y + per_member(bias, y.ndim)
 
 
 class _MemberLayerNorm(nn.Module):
@@ -147,10 +148,10 @@ class _MemberLayerNorm(nn.Module):
         mean = jnp.mean(x, axis=-1, keepdims=True)
         var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)  # two-pass, as torch
         y = (x - mean) * jax.lax.rsqrt(var + 1e-5)
-        return y * _per_member(scale, x.ndim) + _per_member(bias, x.ndim)
+        return y * per_member(scale, x.ndim) + per_member(bias, x.ndim)
 
 
-def _per_member(p: Array, ndim: int) -> Array:
+def per_member(p: Array, ndim: int) -> Array:
     """`[E, F] -> [E, 1, ..., 1, F]` to broadcast against `[E, ..., F]`."""
     return p.reshape(p.shape[0], *([1] * (ndim - 2)), p.shape[-1])
 

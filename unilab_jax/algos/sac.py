@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import flax.linen as nn
@@ -38,26 +37,25 @@ import jax.numpy as jnp
 import optax
 
 from unilab_jax.algos.agent import Agent, Transition
-from unilab_jax.algos.c51 import (
-    bootstrap_mask,
-    categorical_cross_entropy,
-    categorical_projection,
-    clipped_target_mass,
-    expected_value,
-    make_support,
-)
+from unilab_jax.algos.c51 import bootstrap_mask, categorical_cross_entropy
 from unilab_jax.algos.common import (
+    Parts,
+    apply_actor,
+    critic_values,
+    gaussian_sample,
     init_networks,
     init_noise,
+    init_state,
     make_agent,
     next_noise,
-    prepare_batch,
-    step_member,
+    project_target,
+    step_alpha,
+    train_member,
 )
-from unilab_jax.algos.gradients import gradient_step, reduce_metrics, row_normal
+from unilab_jax.algos.gradients import reduce_metrics
 from unilab_jax.algos.hyperparams import SACConfig
 from unilab_jax.algos.networks import CriticEnsemble, SACActor
-from unilab_jax.algos.normalizer import NormalizerState, init_normalizer, normalize
+from unilab_jax.algos.normalizer import NormalizerState
 from unilab_jax.algos.symmetry import make_augment
 
 __all__ = [
@@ -80,7 +78,6 @@ Params = Any
 
 # The reference's log-prob term for action_scale = 1: log(scale + 1e-6) per dimension.
 _LOG_ACTION_SCALE = math.log(1.0 + 1e-6)
-_LOG_2PI = math.log(2.0 * math.pi)
 
 
 class SACNetworks(NamedTuple):
@@ -131,9 +128,8 @@ def sample_tanh_gaussian(mean: Array, log_std: Array, noise: Array) -> tuple[Arr
     `log pi(a) = sum_dims [log N(u; mean, std) - log(1 - tanh(u)^2 + 1e-6) - log(1 + 1e-6)]`.
     Shapes: `[..., A]` in, `([..., A], [...])` out.
     """
-    u = mean + jnp.exp(log_std) * noise
+    u, gaussian = gaussian_sample(mean, log_std, noise)
     action = jnp.tanh(u)
-    gaussian = -0.5 * (jnp.square(noise) + 2.0 * log_std + _LOG_2PI)
     log_prob = gaussian - jnp.log(1.0 - jnp.square(action) + 1e-6) - _LOG_ACTION_SCALE
     return action, jnp.sum(log_prob, axis=-1)
 
@@ -162,32 +158,18 @@ def sac_critic_loss(
     # Entropy folded into the reward, so the projection of r' + gamma * z equals the soft target.
     soft_rewards = batch.rewards - config.gamma * bootstrap * alpha * next_log_prob
     target_logits = networks.critic.apply(target_critic_params, batch.next_critic, next_action)
-    next_probs = jax.nn.softmax(target_logits, axis=-1)
-    clip_low, clip_high = clipped_target_mass(
-        next_probs, soft_rewards, bootstrap, config.gamma, config.v_min, config.v_max
+    # [E, B, K]: each target net i is the target of online net i
+    target_probs, target_values, clipped = project_target(
+        config, jax.nn.softmax(target_logits, axis=-1), soft_rewards, bootstrap
     )
-    target_probs = categorical_projection(
-        next_probs,
-        soft_rewards,
-        bootstrap,
-        config.gamma,
-        config.v_min,
-        config.v_max,
-    )  # [E, B, K]: each target net i is the target of online net i
-    target_probs = jax.lax.stop_gradient(target_probs)
-
     logits = networks.critic.apply(critic_params, batch.critic, batch.actions)  # [E, B, K]
     ce = categorical_cross_entropy(target_probs, logits, log_prob_floor=-30.0)  # [E, B]
     loss = jnp.sum(jnp.mean(ce, axis=-1))
-
-    support = make_support(config.v_min, config.v_max, config.num_atoms)
-    target_values = expected_value(target_probs, support)  # [E, B]
     aux = {
         "next_log_prob": jax.lax.stop_gradient(next_log_prob),
         "target_q_max": jnp.max(target_values),
         "target_q_min": jnp.min(target_values),
-        "target_clip_low": jax.lax.stop_gradient(clip_low),
-        "target_clip_high": jax.lax.stop_gradient(clip_high),
+        **clipped,
         "target_probs": target_probs,
     }
     return loss, aux
@@ -219,8 +201,7 @@ def sac_actor_loss(
     mean, log_std = networks.actor.apply(actor_params, batch.obs)
     action, log_prob = sample_tanh_gaussian(mean, log_std, action_noise)
     logits = networks.critic.apply(critic_params, batch.critic, action)  # [E, B, K]
-    support = make_support(config.v_min, config.v_max, config.num_atoms)
-    q = jnp.mean(expected_value(jax.nn.softmax(logits, axis=-1), support), axis=0)  # [B]
+    q = jnp.mean(critic_values(config, logits), axis=0)  # [B]
     alpha = jax.lax.stop_gradient(jnp.exp(log_alpha))
     loss = jnp.mean(alpha * log_prob - q)
     aux = {
@@ -228,21 +209,6 @@ def sac_actor_loss(
         "action_std": jnp.mean(jnp.exp(log_std)),
     }
     return loss, jax.lax.stop_gradient(aux)
-
-
-class _SACParts(NamedTuple):
-    """What the pure FastSAC functions are built from (`make_sac`)."""
-
-    config: SACConfig
-    networks: SACNetworks
-    obs_dim: int
-    critic_dim: int
-    action_dim: int
-    actor_opt: optax.GradientTransformation
-    critic_opt: optax.GradientTransformation
-    alpha_opt: optax.GradientTransformation
-    augment: Callable[[Transition], Transition]
-    axis_name: str | None
 
 
 def make_sac(
@@ -262,7 +228,7 @@ def make_sac(
     """
     del num_envs
     b1, b2 = config.betas
-    parts = _SACParts(
+    parts = Parts(
         config=config,
         networks=make_sac_networks(config, action_dim),
         obs_dim=obs_dim,
@@ -278,37 +244,18 @@ def make_sac(
     return make_agent(parts, *functions)
 
 
-def _init(parts: _SACParts, key: jax.Array) -> SACState:
-    dims = parts.obs_dim, parts.critic_dim, parts.action_dim
-    actor_params, critic_params = init_networks(parts.networks, key, 1, dims)
-    log_alpha = jnp.asarray(math.log(parts.config.alpha_init), jnp.float32)
-    return SACState(
-        actor_params=actor_params,
-        critic_params=critic_params,
-        target_critic_params=critic_params,
-        log_alpha=log_alpha,
-        actor_opt_state=parts.actor_opt.init(actor_params),
-        critic_opt_state=parts.critic_opt.init(critic_params),
-        alpha_opt_state=parts.alpha_opt.init(log_alpha),
-        obs_normalizer=init_normalizer(parts.obs_dim),
-        critic_normalizer=init_normalizer(parts.critic_dim),
-    )
+def _init(parts: Parts, key: jax.Array) -> SACState:
+    return init_state(SACState, parts, *init_networks(parts.networks, key, 1, parts.dims))
 
 
-def _init_explore(parts: _SACParts, key: jax.Array, num_envs: int) -> tuple | Array:
+def _init_explore(parts: Parts, key: jax.Array, num_envs: int) -> tuple | Array:
     """`()` with white noise (SAC exploration is then stateless), else each env's draw."""
     noise = init_noise(key, parts.config.noise_correlation, num_envs, parts.action_dim)
     return () if noise is None else noise
 
 
-def _policy(parts: _SACParts, state: SACState, obs: Array) -> tuple[Array, Array]:
-    if parts.config.obs_normalization:
-        obs = normalize(state.obs_normalizer, obs)
-    return parts.networks.actor.apply(state.actor_params, obs)
-
-
 def _explore(
-    parts: _SACParts,
+    parts: Parts,
     state: SACState,
     explore_state: tuple | Array,
     obs: Array,
@@ -317,89 +264,42 @@ def _explore(
 ) -> tuple[Array, tuple | Array]:
     """`tanh(mean + std * n)`; `n` a fresh draw (the reference ignores `prev_done` for SAC) or,
     with `noise_correlation`, each env's correlated draw (`common.next_noise`)."""
-    mean, log_std = _policy(parts, state, obs)  # [N, A]
+    mean, log_std = apply_actor(parts, state, obs)  # [N, A]
     fresh = jax.random.normal(key, mean.shape, mean.dtype)
     rho = parts.config.noise_correlation
     noise = next_noise(rho, explore_state if rho else None, fresh, prev_done)
     return jnp.tanh(mean + jnp.exp(log_std) * noise), (noise if rho else explore_state)
 
 
-def _act(parts: _SACParts, state: SACState, obs: Array) -> Array:
-    return jnp.tanh(_policy(parts, state, obs)[0])
+def _act(parts: Parts, state: SACState, obs: Array) -> Array:
+    return jnp.tanh(apply_actor(parts, state, obs)[0])
 
 
 def _update_critic(
-    parts: _SACParts,
-    state: SACState,
-    batch: Transition,
-    key: jax.Array,
-    noise: Array | None = None,
+    parts: Parts, state: SACState, batch: Transition, key: jax.Array, noise: Array | None = None
 ) -> tuple[SACState, dict[str, Array]]:
-    config, axis_name = parts.config, parts.axis_name
-    state, qf_loss, aux, grad_norm = _step(
-        parts, state, batch, key, noise, "critic", sac_critic_loss, "next_action_noise",
+    """The critic step (`sac_critic_loss`), then the temperature's (`sac_alpha_loss`)."""
+    state, qf_loss, aux, grad_norm = train_member(
+        parts, state, "critic", sac_critic_loss, batch, ("next_action_noise", key, noise),
         target_critic_params=state.target_critic_params, actor_params=state.actor_params,
         log_alpha=state.log_alpha,
     )  # fmt: skip
-    log_alpha, alpha_opt_state = state.log_alpha, state.alpha_opt_state
-    alpha_loss_value = jnp.zeros((), jnp.float32)
-    if config.use_autotune:
-        target_entropy = -parts.action_dim * config.target_entropy_ratio
-        alpha_loss = functools.partial(
-            sac_alpha_loss, next_log_prob=aux["next_log_prob"], target_entropy=target_entropy
-        )
-        log_alpha, alpha_opt_state, alpha_loss_value, _, _ = gradient_step(
-            alpha_loss, log_alpha, alpha_opt_state, parts.alpha_opt, 0.0, axis_name
-        )
-    state = state.replace(log_alpha=log_alpha, alpha_opt_state=alpha_opt_state)
-    metrics = {
-        "qf_loss": qf_loss,
-        "critic_grad_norm": grad_norm,
-        "target_q_max": aux["target_q_max"],
-        "target_q_min": aux["target_q_min"],
-        "target_clip_low": aux["target_clip_low"],
-        "target_clip_high": aux["target_clip_high"],
-        "alpha_loss": alpha_loss_value,
-        "alpha": jnp.exp(log_alpha),
-    }
-    return state, reduce_metrics(metrics, axis_name)
+    target_entropy = -parts.action_dim * parts.config.target_entropy_ratio
+    alpha_loss = functools.partial(
+        sac_alpha_loss, next_log_prob=aux["next_log_prob"], target_entropy=target_entropy
+    )
+    state, alpha_metrics = step_alpha(parts, state, alpha_loss)
+    target = ("target_q_max", "target_q_min", "target_clip_low", "target_clip_high")
+    metrics = {"qf_loss": qf_loss, "critic_grad_norm": grad_norm, **{k: aux[k] for k in target}}
+    return state, reduce_metrics({**metrics, **alpha_metrics}, parts.axis_name)
 
 
 def _update_actor(
-    parts: _SACParts,
-    state: SACState,
-    batch: Transition,
-    key: jax.Array,
-    noise: Array | None = None,
+    parts: Parts, state: SACState, batch: Transition, key: jax.Array, noise: Array | None = None
 ) -> tuple[SACState, dict[str, Array]]:
-    state, loss, aux, grad_norm = _step(
-        parts, state, batch, key, noise, "actor", sac_actor_loss, "action_noise",
+    state, loss, aux, grad_norm = train_member(
+        parts, state, "actor", sac_actor_loss, batch, ("action_noise", key, noise),
         critic_params=state.critic_params, log_alpha=state.log_alpha,
     )  # fmt: skip
     metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm, **aux}
     return state, reduce_metrics(metrics, parts.axis_name)
-
-
-def _step(
-    parts: _SACParts,
-    state: SACState,
-    batch: Transition,
-    key: jax.Array,
-    noise: Array | None,
-    member: str,
-    loss: Callable,
-    noise_name: str,
-    **states: Any,
-):
-    """One guarded step of `member` (`"critic"`, `"actor"`) on `loss` over the prepared batch
-    (mirrored, normalised), with its `[B, A]` standard normal draws as `noise_name` (`noise`,
-    or drawn from `key`), `states` the other members the loss reads."""
-    config = parts.config
-    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
-    if noise is None:
-        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, parts.axis_name)
-    loss_fn = functools.partial(
-        loss, batch=batch, networks=parts.networks, config=config, **{noise_name: noise}, **states
-    )
-    optimizer = getattr(parts, f"{member}_opt")
-    return step_member(state, member, loss_fn, optimizer, config.max_grad_norm, parts.axis_name)

@@ -27,8 +27,6 @@ Deviations from the reference:
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import flax.linen as nn
@@ -38,26 +36,23 @@ import jax.numpy as jnp
 import optax
 
 from unilab_jax.algos.agent import Agent, Transition
-from unilab_jax.algos.c51 import (
-    bootstrap_mask,
-    categorical_cross_entropy,
-    categorical_projection,
-    clipped_target_mass,
-    expected_value,
-    make_support,
-)
+from unilab_jax.algos.c51 import bootstrap_mask, categorical_cross_entropy
 from unilab_jax.algos.common import (
+    Parts,
+    apply_actor,
+    critic_values,
     init_networks,
     init_noise,
+    init_state,
     make_agent,
     next_noise,
-    prepare_batch,
-    step_member,
+    project_target,
+    train_member,
 )
-from unilab_jax.algos.gradients import reduce_metrics, row_normal
+from unilab_jax.algos.gradients import reduce_metrics
 from unilab_jax.algos.hyperparams import TD3Config
 from unilab_jax.algos.networks import CriticEnsemble, TD3Actor
-from unilab_jax.algos.normalizer import NormalizerState, init_normalizer, normalize
+from unilab_jax.algos.normalizer import NormalizerState
 from unilab_jax.algos.symmetry import make_augment
 
 __all__ = [
@@ -143,34 +138,21 @@ def td3_critic_loss(
     noise = jnp.clip(smoothing_noise * config.policy_noise, -config.noise_clip, config.noise_clip)
     next_action = jnp.clip(networks.actor.apply(actor_params, batch.next_obs) + noise, -1.0, 1.0)
     target_logits = networks.critic.apply(target_critic_params, batch.next_critic, next_action)
-    next_probs = jax.nn.softmax(target_logits, axis=-1)
-    clip_low, clip_high = clipped_target_mass(
-        next_probs, batch.rewards, bootstrap, config.gamma, config.v_min, config.v_max
-    )
-    projected = categorical_projection(
-        next_probs,
-        batch.rewards,
-        bootstrap,
-        config.gamma,
-        config.v_min,
-        config.v_max,
-    )  # [2, B, K]
-    support = make_support(config.v_min, config.v_max, config.num_atoms)
-    values = expected_value(projected, support)  # [2, B]
+    projected, values, clipped = project_target(
+        config, jax.nn.softmax(target_logits, axis=-1), batch.rewards, bootstrap
+    )  # [2, B, K], [2, B]
     if config.use_cdq:
         lower = jnp.where((values[0] < values[1])[:, None], projected[0], projected[1])  # [B, K]
         target_probs = jnp.broadcast_to(lower, projected.shape)
     else:
         target_probs = projected
-    target_probs = jax.lax.stop_gradient(target_probs)
 
     logits = networks.critic.apply(critic_params, batch.critic, batch.actions)  # [2, B, K]
     loss = jnp.sum(jnp.mean(categorical_cross_entropy(target_probs, logits), axis=-1))
     aux = {
         "qf_max": jnp.max(values[0]),
         "qf_min": jnp.min(values[0]),
-        "target_clip_low": clip_low,
-        "target_clip_high": clip_high,
+        **clipped,
         "target_probs": target_probs,
     }
     return loss, jax.lax.stop_gradient(aux)
@@ -187,24 +169,9 @@ def td3_actor_loss(
     """`-mean(min(Q1, Q2))` (mean of the two without CDQ) on a *normalised* batch."""
     action = networks.actor.apply(actor_params, batch.obs)
     logits = networks.critic.apply(critic_params, batch.critic, action)  # [2, B, K]
-    support = make_support(config.v_min, config.v_max, config.num_atoms)
-    q = expected_value(jax.nn.softmax(logits, axis=-1), support)  # [2, B]
+    q = critic_values(config, logits)  # [2, B]
     q = jnp.min(q, axis=0) if config.use_cdq else jnp.mean(q, axis=0)
     return -jnp.mean(q), {}
-
-
-class _TD3Parts(NamedTuple):
-    """What the pure FastTD3 functions are built from (`make_td3`)."""
-
-    config: TD3Config
-    networks: TD3Networks
-    obs_dim: int
-    critic_dim: int
-    action_dim: int
-    actor_opt: optax.GradientTransformation
-    critic_opt: optax.GradientTransformation
-    augment: Callable[[Transition], Transition]
-    axis_name: str | None
 
 
 def make_td3(
@@ -223,7 +190,7 @@ def make_td3(
     used (the learner keeps no per-env state; FlashSAC's maker needs it).
     """
     del num_envs
-    parts = _TD3Parts(
+    parts = Parts(
         config=config,
         networks=make_td3_networks(config, action_dim),
         obs_dim=obs_dim,
@@ -234,22 +201,12 @@ def make_td3(
         augment=make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim),
         axis_name=axis_name,
     )
-    functions = _init, _init_explore, _explore, _act, _update_critic, _update_actor
+    functions = _init, _init_explore, _explore, apply_actor, _update_critic, _update_actor
     return make_agent(parts, *functions)
 
 
-def _init(parts: _TD3Parts, key: jax.Array) -> TD3State:
-    dims = parts.obs_dim, parts.critic_dim, parts.action_dim
-    actor_params, critic_params = init_networks(parts.networks, key, 1, dims)
-    return TD3State(
-        actor_params=actor_params,
-        critic_params=critic_params,
-        target_critic_params=critic_params,
-        actor_opt_state=parts.actor_opt.init(actor_params),
-        critic_opt_state=parts.critic_opt.init(critic_params),
-        obs_normalizer=init_normalizer(parts.obs_dim),
-        critic_normalizer=init_normalizer(parts.critic_dim),
-    )
+def _init(parts: Parts, key: jax.Array) -> TD3State:
+    return init_state(TD3State, parts, *init_networks(parts.networks, key, 1, parts.dims))
 
 
 def _sample_scales(config: TD3Config, key: jax.Array, num_envs: int) -> Array:
@@ -258,7 +215,7 @@ def _sample_scales(config: TD3Config, key: jax.Array, num_envs: int) -> Array:
     )
 
 
-def _init_explore(parts: _TD3Parts, key: jax.Array, num_envs: int) -> TD3ExploreState:
+def _init_explore(parts: Parts, key: jax.Array, num_envs: int) -> TD3ExploreState:
     config = parts.config
     return TD3ExploreState(
         noise_scales=_sample_scales(config, key, num_envs),
@@ -266,14 +223,8 @@ def _init_explore(parts: _TD3Parts, key: jax.Array, num_envs: int) -> TD3Explore
     )
 
 
-def _act(parts: _TD3Parts, state: TD3State, obs: Array) -> Array:
-    if parts.config.obs_normalization:
-        obs = normalize(state.obs_normalizer, obs)
-    return parts.networks.actor.apply(state.actor_params, obs)
-
-
 def _explore(
-    parts: _TD3Parts,
+    parts: Parts,
     state: TD3State,
     explore_state: TD3ExploreState,
     obs: Array,
@@ -287,7 +238,7 @@ def _explore(
     scales = jnp.where(
         prev_done, _sample_scales(config, scale_key, obs.shape[0]), explore_state.noise_scales
     )  # [N]
-    mu = _act(parts, state, obs)  # [N, A]
+    mu = apply_actor(parts, state, obs)  # [N, A]
     fresh = jax.random.normal(noise_key, mu.shape, mu.dtype)
     noise = next_noise(config.noise_correlation, explore_state.noise, fresh, prev_done)
     action = jnp.clip(mu + noise * scales[:, None], -1.0, 1.0)
@@ -296,54 +247,23 @@ def _explore(
 
 
 def _update_critic(
-    parts: _TD3Parts,
-    state: TD3State,
-    batch: Transition,
-    key: jax.Array,
-    noise: Array | None = None,
+    parts: Parts, state: TD3State, batch: Transition, key: jax.Array, noise: Array | None = None
 ) -> tuple[TD3State, dict[str, Array]]:
-    config, axis_name = parts.config, parts.axis_name
-    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
-    if noise is None:
-        noise = row_normal(key, batch.rewards.shape[0], parts.action_dim, axis_name)  # [B, A]
-    loss_fn = functools.partial(
-        td3_critic_loss,
-        target_critic_params=state.target_critic_params,
-        actor_params=state.actor_params,
-        batch=batch,
-        smoothing_noise=noise,
-        networks=parts.networks,
-        config=config,
-    )
-    state, qf_loss, aux, grad_norm = step_member(
-        state, "critic", loss_fn, parts.critic_opt, config.max_grad_norm, axis_name
-    )
-    metrics = {
-        "qf_loss": qf_loss,
-        "qf_max": aux["qf_max"],
-        "qf_min": aux["qf_min"],
-        "target_clip_low": aux["target_clip_low"],
-        "target_clip_high": aux["target_clip_high"],
-        "critic_grad_norm": grad_norm,
-    }
-    return state, reduce_metrics(metrics, axis_name)
+    state, qf_loss, aux, grad_norm = train_member(
+        parts, state, "critic", td3_critic_loss, batch, ("smoothing_noise", key, noise),
+        target_critic_params=state.target_critic_params, actor_params=state.actor_params,
+    )  # fmt: skip
+    target = ("qf_max", "qf_min", "target_clip_low", "target_clip_high")
+    metrics = {"qf_loss": qf_loss, **{k: aux[k] for k in target}, "critic_grad_norm": grad_norm}
+    return state, reduce_metrics(metrics, parts.axis_name)
 
 
 def _update_actor(
-    parts: _TD3Parts, state: TD3State, batch: Transition, key: jax.Array
+    parts: Parts, state: TD3State, batch: Transition, key: jax.Array
 ) -> tuple[TD3State, dict[str, Array]]:
     del key  # the deterministic actor loss draws no noise
-    config = parts.config
-    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
-    loss_fn = functools.partial(
-        td3_actor_loss,
-        critic_params=state.critic_params,
-        batch=batch,
-        networks=parts.networks,
-        config=config,
-    )
-    state, loss, _, grad_norm = step_member(
-        state, "actor", loss_fn, parts.actor_opt, config.max_grad_norm, parts.axis_name
+    state, loss, _, grad_norm = train_member(
+        parts, state, "actor", td3_actor_loss, batch, critic_params=state.critic_params
     )
     metrics = {"actor_loss": loss, "actor_grad_norm": grad_norm}
     return state, reduce_metrics(metrics, parts.axis_name)

@@ -6,8 +6,8 @@ Where each concept lives (this module first; it re-exports the names of ``task.p
 * :class:`Task` (``task.py``): an MJCF model plus pure functions over a physics ``data`` object
   (anything with ``mjx.Data``-named fields: ``qpos``, ``qvel``, ``xpos``, ``xmat``,
   ``sensordata``, ...). Tasks never call a simulator, so the same observation and reward math
-  runs on every backend. Also there: :func:`load_packaged_model` and
-  :func:`apply_config_override`.
+  runs on every backend. Also there: :func:`load_packaged_model` (with ``PackagedTask``, the
+  base of the tasks on those files) and :func:`apply_config_override`.
 * ``Task.mirror`` (``task.py``; the maps in ``mirror.py``): a task's left-right mirror map, which
   the robot tasks declare and symmetry augmentation (``use_symmetry``) needs; None elsewhere.
 * :class:`EnvState` (``pipeline.py``): one env's state between steps (physics, observation

@@ -28,9 +28,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import mujoco
 
-from unilab_jax.envs.base import Task, load_packaged_model
+from unilab_jax.envs.task import PackagedTask
 
 __all__ = ["CartpoleBalance", "CartpoleBalanceConfig"]
 
@@ -49,21 +48,16 @@ class CartpoleBalanceConfig:
     control_cost: float = 0.01
 
 
-class CartpoleBalance(Task):
+class CartpoleBalance(PackagedTask):
     """Cart-pole balancing with termination on a fall (see module docstring)."""
 
     reward_bounds = (-0.03, 1.2)
+    xml_file = "cartpole.xml"
+    config_class = CartpoleBalanceConfig
 
     def __init__(self, config: CartpoleBalanceConfig | None = None) -> None:
-        super().__init__(config or CartpoleBalanceConfig())
-        model = load_packaged_model("cartpole.xml")
-        model.opt.timestep = self.config.timestep
-        model.actuator_gear[0, 0] = self.config.max_force
-        self._model = model
-
-    @property
-    def model(self) -> mujoco.MjModel:
-        return self._model
+        super().__init__(config)
+        self.model.actuator_gear[0, 0] = self.config.max_force
 
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_pos, k_vel = jax.random.split(key)
@@ -82,7 +76,7 @@ class CartpoleBalance(Task):
         self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         alive = jnp.ones((), jnp.float32)
-        control = -self.config.control_cost * jnp.mean(jnp.square(action))
+        control = self.control_penalty(action)
         return alive + control, {"alive": alive, "control": control}
 
     def terminated(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 
-from unilab_jax.envs.base import Task, load_packaged_model
+from unilab_jax.envs.task import PackagedTask
 
 __all__ = ["CheetahRun", "CheetahRunConfig"]
 
@@ -51,26 +51,21 @@ class CheetahRunConfig:
     init_qvel_noise: float = 0.1
 
 
-class CheetahRun(Task):
+class CheetahRun(PackagedTask):
     """Planar cheetah running forward (see module docstring)."""
 
     reward_bounds = (-0.15, 1.2)
+    xml_file = "cheetah.xml"
+    config_class = CheetahRunConfig
 
     def __init__(self, config: CheetahRunConfig | None = None) -> None:
-        super().__init__(config or CheetahRunConfig())
-        model = load_packaged_model("cheetah.xml")
-        model.opt.timestep = self.config.timestep
-        self._model = model
-        self._torso = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "torso")
-        self._qpos0 = jnp.asarray(model.qpos0, jnp.float32)
-
-    @property
-    def model(self) -> mujoco.MjModel:
-        return self._model
+        super().__init__(config)
+        self._torso = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, "torso")
+        self._qpos0 = jnp.asarray(self.model.qpos0, jnp.float32)
 
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_pos, k_vel = jax.random.split(key)
-        nq, nv = self._model.nq, self._model.nv
+        nq, nv = self.model.nq, self.model.nv
         s = self.config.init_qpos_noise
         noise = jax.random.uniform(k_pos, (nq,), minval=-s, maxval=s)
         # Keep rootx at 0: the forward position is irrelevant and never observed.
@@ -88,5 +83,5 @@ class CheetahRun(Task):
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         # qvel[0] is the rootx slide velocity, i.e. the torso's forward speed in the world frame.
         run = jnp.clip(data.qvel[0] / self.config.target_speed, 0.0, 1.0)
-        control = -self.config.control_cost * jnp.mean(jnp.square(action))
+        control = self.control_penalty(action)
         return run + control, {"run": run, "control": control}

@@ -32,9 +32,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import mujoco
 
-from unilab_jax.envs.base import Task, load_packaged_model
+from unilab_jax.envs.task import PackagedTask
 
 __all__ = ["PendulumSwingup", "PendulumSwingupConfig"]
 
@@ -52,21 +51,16 @@ class PendulumSwingupConfig:
     control_cost: float = 0.05
 
 
-class PendulumSwingup(Task):
+class PendulumSwingup(PackagedTask):
     """Torque-limited pendulum swing-up (see module docstring)."""
 
     reward_bounds = (-0.15, 1.2)
+    xml_file = "pendulum.xml"
+    config_class = PendulumSwingupConfig
 
     def __init__(self, config: PendulumSwingupConfig | None = None) -> None:
-        super().__init__(config or PendulumSwingupConfig())
-        model = load_packaged_model("pendulum.xml")
-        model.opt.timestep = self.config.timestep
-        model.actuator_gear[0, 0] = self.config.max_torque
-        self._model = model
-
-    @property
-    def model(self) -> mujoco.MjModel:
-        return self._model
+        super().__init__(config)
+        self.model.actuator_gear[0, 0] = self.config.max_torque
 
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_pos, k_vel = jax.random.split(key)
@@ -86,6 +80,6 @@ class PendulumSwingup(Task):
         upright = 0.5 * (1.0 + jnp.cos(theta))
         # Saturating penalty so the reward stays >= -0.1 however fast the pole spins.
         velocity = -self.config.velocity_cost * jnp.minimum((theta_dot / 6.0) ** 2, 1.0)
-        control = -self.config.control_cost * jnp.mean(jnp.square(action))
+        control = self.control_penalty(action)
         components = {"upright": upright, "velocity": velocity, "control": control}
         return upright + velocity + control, components

@@ -1,7 +1,8 @@
 """The task API: :class:`Task`, an MJCF model plus pure functions over a physics state.
 
-Also here: the two helpers every task module uses to get its model and config,
-:func:`load_packaged_model` (the MJCF files shipped in ``unilab_jax/envs/xml``) and
+Also here: the helpers every task module uses to get its model and config,
+:func:`load_packaged_model` (the MJCF files shipped in ``unilab_jax/envs/xml``), with
+:class:`PackagedTask`, the base of the small control tasks built on those files, and
 :func:`apply_config_override` (a task config with some fields replaced). How a task's pieces
 are called in a control step is the step pipeline (``pipeline.py``; the order of operations is
 in ``base.py``'s docstring).
@@ -13,7 +14,7 @@ import abc
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +26,7 @@ __all__ = [
     "MODEL_PARAMS_KEY",
     "VelocityTracking",
     "XML_DIR",
+    "PackagedTask",
     "Task",
     "apply_config_override",
     "load_packaged_model",
@@ -46,9 +48,10 @@ def load_packaged_model(filename: str) -> mujoco.MjModel:
 class Task(abc.ABC):
     """A task: an MJCF model plus pure observation / reward / termination functions.
 
-    Subclasses set ``config`` (a frozen dataclass) and build ``model`` in ``__init__``. Every
-    method must be a pure JAX function of its arguments so it works under ``jit`` and ``vmap``
-    and with any physics backend that provides ``mjx.Data``-named fields.
+    Subclasses hand ``config`` (a frozen dataclass) and the ``model`` they build from it to
+    ``Task.__init__`` (or override the ``model`` property). Every method must be a pure JAX
+    function of its arguments so it works under ``jit`` and ``vmap`` and with any physics
+    backend that provides ``mjx.Data``-named fields.
     """
 
     #: Per-step reward bounds, padded with a margin, from which the default C51 value support
@@ -77,14 +80,15 @@ class Task(abc.ABC):
     #: steps, rounding it after each, as the reference's batched pool does (MJX is float32).
     float32_state: bool = False
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, model: mujoco.MjModel | None = None) -> None:
         self.config = config
+        self._model = model
 
     # ----------------------------------------------------------------- static description
     @property
-    @abc.abstractmethod
     def model(self) -> mujoco.MjModel:
         """The MuJoCo model with config overrides applied."""
+        return self._model
 
     @property
     def n_frames(self) -> int:
@@ -192,6 +196,28 @@ class Task(abc.ABC):
     def has_batch_update(self) -> bool:
         """The task overrides :meth:`update_batch`."""
         return type(self).update_batch is not Task.update_batch
+
+
+class PackagedTask(Task):
+    """A task on one of the MJCF files in ``unilab_jax/envs/xml`` (``pendulum.py``,
+    ``cartpole.py``, ``cheetah.py``): the model is compiled from :attr:`xml_file` with the
+    config's physics step ``timestep``, and the config's ``control_cost`` weighs the reward's
+    ``control`` component (:meth:`control_penalty`)."""
+
+    #: The MJCF file in ``unilab_jax/envs/xml``.
+    xml_file: ClassVar[str]
+    #: The config dataclass; its defaults configure a task built without a config.
+    config_class: ClassVar[type]
+
+    def __init__(self, config: Any = None) -> None:
+        config = config or self.config_class()
+        model = load_packaged_model(self.xml_file)
+        model.opt.timestep = config.timestep
+        super().__init__(config, model)
+
+    def control_penalty(self, action: jax.Array) -> jax.Array:
+        """The reward's ``control`` component: ``-control_cost * mean(action^2)``."""
+        return -self.config.control_cost * jnp.mean(jnp.square(action))
 
 
 class VelocityTracking(NamedTuple):

@@ -269,17 +269,20 @@ class VecEnv(abc.ABC):
             terminated=np.zeros(n, bool),
             truncated=np.zeros(n, bool),
             final_observation={k: v.copy() for k, v in obs.items()},
-            info={
-                "log": {k: 0.0 for k in self.reward_keys},
-                "components": {k: np.zeros(n, np.float32) for k in self.reward_keys},
-                "episode_step": step_count.copy(),
-            },
+            info=self._step_info(
+                {k: np.zeros(n, np.float32) for k in self.reward_keys}, step_count.copy()
+            ),
         )
 
     def _set_reward_keys(self, keys: Any) -> None:
         self.reward_keys = tuple(sorted(keys))
 
     @staticmethod
-    def _reward_log(metrics: Mapping[str, np.ndarray]) -> dict[str, float]:
-        """``info["log"]``: the batch mean of each reward component of this step."""
-        return {k: float(np.mean(v)) for k, v in sorted(metrics.items())}
+    def _step_info(metrics: Mapping[str, np.ndarray], step_count: np.ndarray) -> dict[str, Any]:
+        """``info`` after a step: ``"log"``, the batch mean of each reward component
+        (``metrics``) of this step, ``"components"``, their values, and ``"episode_step"``."""
+        return {
+            "log": {k: float(np.mean(v)) for k, v in sorted(metrics.items())},
+            "components": {k: np.asarray(v) for k, v in metrics.items()},
+            "episode_step": np.asarray(step_count),
+        }

@@ -60,11 +60,7 @@ class MjxVecEnv(VecEnv):
             terminated=np.asarray(term),
             truncated=np.asarray(trunc),
             final_observation={k: np.asarray(v) for k, v in final_obs.items()},
-            info={
-                "log": self._reward_log(metrics),
-                "components": {k: np.asarray(v) for k, v in metrics.items()},
-                "episode_step": np.asarray(count),
-            },
+            info=self._step_info(metrics, count),
         )
 
     def _release(self) -> None:

@@ -178,11 +178,7 @@ class MujocoVecEnv(VecEnv):
             terminated=np.asarray(host.terminated),
             truncated=np.asarray(host.truncated),
             final_observation=final_obs,
-            info={
-                "log": self._reward_log(host.metrics),
-                "components": {k: np.asarray(v) for k, v in host.metrics.items()},
-                "episode_step": self._step_count.copy(),
-            },
+            info=self._step_info(host.metrics, self._step_count.copy()),
         )
 
     def snapshot(self) -> dict[str, Any]:

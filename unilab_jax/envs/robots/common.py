@@ -1,12 +1,17 @@
-"""Floating-base kinematics and model constants shared by the robot tasks (free joint first in
-``qpos``/``qvel``)."""
+"""What the robot tasks share (free joint first in ``qpos``/``qvel``): their base class
+:class:`LocomotionTask` (a standing pose, a velocity command to follow, a mirror map), the
+mirror map of their common observation layout (:func:`locomotion_mirror`), floating-base
+kinematics (:func:`world_to_body`, :func:`base_state`, :func:`yaw_quaternion`), the model
+constants MJX does not recompute (:func:`setconst_weights`), and the reference's rules for
+observation noise (:func:`uniform_noise`, :func:`apply_obs_noise`) and weighted rewards
+(:func:`weighted_reward`)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -16,9 +21,65 @@ import numpy as np
 with contextlib.redirect_stdout(io.StringIO()):  # silence "Failed to import warp"
     from mujoco import mjx
 
-from unilab_jax.envs.base import replace_model_fields
+from unilab_jax.envs.base import Task, replace_model_fields
+from unilab_jax.envs.mirror import (
+    COMMAND,
+    PSEUDOVECTOR,
+    VECTOR,
+    MirrorMap,
+    SignedPermutation,
+    concat,
+    floating_base_mirror,
+)
+from unilab_jax.envs.task import VelocityTracking
 
-__all__ = ["base_state", "setconst_weights", "world_to_body"]
+__all__ = [
+    "LocomotionTask",
+    "apply_obs_noise",
+    "base_state",
+    "locomotion_mirror",
+    "setconst_weights",
+    "uniform_noise",
+    "weighted_reward",
+    "world_to_body",
+    "yaw_quaternion",
+]
+
+
+class LocomotionTask(Task):
+    """A floating-base robot that follows a velocity command (vx, vy, yaw rate) from a standing
+    pose: what the robot tasks declare alike. Subclasses build the model and hand it to
+    ``__init__`` with its standing pose and the task's left-right mirror map."""
+
+    #: Where the actor observation holds the command.
+    command_obs: ClassVar[slice]
+    #: The task scales its reward by the control step (the reference's tasks do).
+    reward_times_dt: ClassVar[bool] = True
+
+    def __init__(
+        self, config: Any, model: mujoco.MjModel, default_pose: Any, mirror: MirrorMap
+    ) -> None:
+        super().__init__(config, model)
+        self._default_pose = jnp.asarray(default_pose, jnp.float32)
+        self._mirror = mirror
+
+    @property
+    def default_pose(self) -> jax.Array:
+        """Standing joint positions (qpos order, float32), from which the action is an offset."""
+        return self._default_pose
+
+    @property
+    def mirror(self) -> MirrorMap:
+        """Left-right mirror map (:func:`locomotion_mirror`; the task module's docstring)."""
+        return self._mirror
+
+    @property
+    def velocity_tracking(self) -> VelocityTracking:
+        """The ``tracking_lin_vel`` reward of the config's ``w_tracking_lin_vel`` and
+        ``tracking_sigma`` (per step: times the control step where the reward is)."""
+        c = self.config
+        weight = c.w_tracking_lin_vel * (self.control_dt if self.reward_times_dt else 1.0)
+        return VelocityTracking("tracking_lin_vel", weight, c.tracking_sigma, self.command_obs)
 
 
 def world_to_body(quat: jax.Array, v: jax.Array) -> jax.Array:
@@ -39,6 +100,62 @@ def base_state(data: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
     lin_vel = world_to_body(quat, data.qvel[0:3])
     gravity = world_to_body(quat, jnp.array([0.0, 0.0, -1.0]))
     return lin_vel, data.qvel[3:6], gravity
+
+
+def yaw_quaternion(yaw: jax.Array) -> jax.Array:
+    """The quaternion (w, x, y, z) of a turn by ``yaw`` (rad) about the z axis."""
+    half = 0.5 * jnp.asarray(yaw, jnp.float32)
+    zero = jnp.zeros_like(half)
+    return jnp.stack([jnp.cos(half), zero, zero, jnp.sin(half)])
+
+
+def locomotion_mirror(
+    joints: SignedPermutation, action: SignedPermutation, clock: SignedPermutation
+) -> MirrorMap:
+    """The mirror map of the robot tasks' observation layout: "obs" ``[base angular velocity
+    (a pseudo-vector), gravity or minus the up vector (a vector), joint positions, joint
+    velocities (both by ``joints``, the hinge joints in qpos order), last action (by
+    ``action``), velocity command, gait clock (by ``clock``)]``, "critic" that plus a linear
+    velocity (a vector); qpos / qvel by :func:`~unilab_jax.envs.mirror.floating_base_mirror`."""
+    obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, action, COMMAND, clock)
+    qpos, qvel = floating_base_mirror(joints)
+    return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=action, qpos=qpos, qvel=qvel)
+
+
+def uniform_noise(key: jax.Array, slots: tuple[tuple[str, int], ...]) -> dict[str, jax.Array]:
+    """``U(-1, 1)`` draws [size] of each ``(name, size)`` noise slot, one key each, in order."""
+    keys = jax.random.split(key, len(slots))
+    return {
+        name: jax.random.uniform(k, (size,), minval=-1.0, maxval=1.0)
+        for k, (name, size) in zip(keys, slots, strict=True)
+    }
+
+
+def apply_obs_noise(
+    clean: Mapping[str, jax.Array],
+    draws: Mapping[str, jax.Array],
+    level: float,
+    scales: Mapping[str, float],
+) -> dict[str, jax.Array]:
+    """``clean[slot] + draws[slot] * level * scales[slot]`` per slot of ``clean``, in float32 in
+    the reference's order of operations (``draws``: ``U(-1, 1)`` of each slot's shape)."""
+    return {
+        k: clean[k]
+        + jnp.asarray(draws[k], jnp.float32) * jnp.float32(level) * jnp.float32(scales[k])
+        for k in clean
+    }
+
+
+def weighted_reward(
+    terms: Mapping[str, jax.Array], weights: Mapping[str, Any], dt: float
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The reference's reward: ``dt`` times the float32 sum of ``terms[name] * weight`` in the
+    order of ``weights``; the components ``terms[name] * weight * dt`` sum to it."""
+    dt = jnp.float32(dt)
+    total = jnp.zeros((), jnp.float32)
+    for name, weight in weights.items():
+        total = total + terms[name] * weight
+    return total * dt, {name: terms[name] * weight * dt for name, weight in weights.items()}
 
 
 def setconst_weights(

@@ -89,19 +89,16 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 
-from unilab_jax.envs.base import MODEL_PARAMS_KEY, Task
-from unilab_jax.envs.mirror import (
-    COMMAND,
-    PSEUDOVECTOR,
-    VECTOR,
-    MirrorMap,
-    SignedPermutation,
-    concat,
-    floating_base_mirror,
-    hinge_mirror,
+from unilab_jax.envs.base import MODEL_PARAMS_KEY
+from unilab_jax.envs.mirror import SignedPermutation, hinge_mirror
+from unilab_jax.envs.robots.common import (
+    LocomotionTask,
+    apply_obs_noise,
+    locomotion_mirror,
+    uniform_noise,
+    weighted_reward,
 )
 from unilab_jax.envs.robots.g1_config import G1WalkFlatConfig
 from unilab_jax.envs.robots.g1_curriculum import curriculum_window, update_penalty_curriculum
@@ -112,7 +109,6 @@ from unilab_jax.envs.robots.g1_reset import (
     gait_phase_from_draw,
     reset_qpos_qvel,
 )
-from unilab_jax.envs.task import VelocityTracking
 
 __all__ = [
     "NOISE_SLOTS",
@@ -179,20 +175,6 @@ def noise_scales(config: G1WalkFlatConfig) -> dict[str, float]:
     }
 
 
-def apply_obs_noise(
-    clean: Mapping[str, jax.Array],
-    draws: Mapping[str, jax.Array],
-    level: float,
-    scales: Mapping[str, float],
-) -> dict[str, jax.Array]:
-    """``clean[slot] + draws[slot] * level * scales[slot]`` for each noise slot (float32, the
-    reference's order of operations); ``draws`` are ``U(-1, 1)``."""
-    return {
-        slot: clean[slot] + draws[slot] * jnp.float32(level) * jnp.float32(scales[slot])
-        for slot, _ in NOISE_SLOTS
-    }
-
-
 def observation_vector(signals: Mapping[str, jax.Array], carry: jax.Array) -> jax.Array:
     """The 98-entry observation ``[..., 98]`` of ``signals`` (:data:`NOISE_SLOTS`: the torso
     gyro, the torso z axis, joint angles - default, joint velocities) and ``carry`` ``[..., 34]``
@@ -210,60 +192,35 @@ def observation_vector(signals: Mapping[str, jax.Array], carry: jax.Array) -> ja
 
 
 # --------------------------------------------------------------------- the task
-class G1WalkFlat(Task):
+class G1WalkFlat(LocomotionTask):
     """The reference G1WalkFlat (module docstring)."""
 
     reward_bounds = (-1.0, 0.4)
+    command_obs = slice(93, 96)
     reset_forward = True  # the reset observation reads sensors
     model_fields = ("actuator_gainprm", "actuator_biasprm")
     persistent_state = ("penalty_scale", "mean_episode_length")
     solver_warmstart = False
     float32_state = True
 
-    @property
-    def velocity_tracking(self) -> VelocityTracking:
-        c = self.config
-        return VelocityTracking(
-            "tracking_lin_vel", c.w_tracking_lin_vel * self.control_dt, c.tracking_sigma,
-            slice(93, 96),
-        )  # fmt: skip
-
     def __init__(self, config: G1WalkFlatConfig | None = None) -> None:
-        super().__init__(config or G1WalkFlatConfig())
-        c = self.config
         model = build_g1_model()
-        self._model = model
-        self.joint_names = tuple(model.joint(j).name for j in range(1, model.njnt))
+        joint_names = tuple(model.joint(j).name for j in range(1, model.njnt))
+        joints = hinge_mirror(model, joint_names)  # also the action's map
+        phases = SignedPermutation((1, 0), (1.0, 1.0))  # left <-> right
+        mirror = locomotion_mirror(joints, joints, phases)
+        # The default pose, which ``ctrl`` is centred on: the ``stand`` keyframe's joint angles.
+        super().__init__(config or G1WalkFlatConfig(), model, model.key_qpos[0, 7:], mirror)
+        c = self.config
+        self.joint_names = joint_names
         self._sensor = sensor_slices(model)
         self._key_qpos = jnp.asarray(model.key_qpos[0], jnp.float32)
-        self._default = jnp.asarray(model.key_qpos[0, 7:], jnp.float32)
         self._gainprm = jnp.asarray(model.actuator_gainprm, jnp.float32)
         self._biasprm = jnp.asarray(model.actuator_biasprm, jnp.float32)
         self._pose_weights = jnp.asarray(c.pose_weights, jnp.float32)
         self._phase_delta = _TWO_PI * c.gait_frequency * self.control_dt
         self._weights = {t: float(getattr(c, f"w_{t}")) for t in REWARD_TERMS}
         self._noise_scales = noise_scales(c)
-        self._mirror = self._build_mirror()
-
-    @property
-    def model(self) -> mujoco.MjModel:
-        return self._model
-
-    @property
-    def mirror(self) -> MirrorMap:
-        return self._mirror
-
-    @property
-    def default_pose(self) -> jax.Array:
-        """The joint angles ``ctrl`` is centred on: the ``stand`` keyframe's, float32 [29]."""
-        return self._default
-
-    def _build_mirror(self) -> MirrorMap:
-        joints = hinge_mirror(self._model, self.joint_names)  # also the action's map
-        phases = SignedPermutation((1, 0), (1.0, 1.0))  # left <-> right
-        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, joints, COMMAND, phases)
-        qpos, qvel = floating_base_mirror(joints)
-        return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=joints, qpos=qpos, qvel=qvel)
 
     def sensor(self, data: Any, name: str) -> jax.Array:
         """One sensor's value from ``data.sensordata``."""
@@ -277,7 +234,7 @@ class G1WalkFlat(Task):
         xy = jax.random.uniform(k_xy, (2,), minval=-r, maxval=r)
         yaw = jax.random.uniform(k_yaw, (), minval=-math.pi, maxval=math.pi)
         base_qvel = jax.random.uniform(k_qvel, (6,), minval=-v, maxval=v)
-        return reset_qpos_qvel(self._key_qpos, xy, yaw, base_qvel, self._model.nv)
+        return reset_qpos_qvel(self._key_qpos, xy, yaw, base_qvel, self.model.nv)
 
     def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
         c = self.config
@@ -305,14 +262,14 @@ class G1WalkFlat(Task):
     # ----------------------------------------------------------------- step
     def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state
-        return action * jnp.float32(self.config.action_scale) + self._default
+        return action * jnp.float32(self.config.action_scale) + self.default_pose
 
     def clean_signals(self, data: Any) -> dict[str, jax.Array]:
         """The observation's physical inputs before noise (:data:`NOISE_SLOTS`)."""
         return {
             "gyro": self.sensor(data, "torso_gyro"),
             "gravity": self.sensor(data, "torso_upvector"),
-            "joint_angle": data.qpos[7:] - self._default,
+            "joint_angle": data.qpos[7:] - self.default_pose,
             "joint_vel": data.qvel[6:],
         }
 
@@ -330,11 +287,7 @@ class G1WalkFlat(Task):
         level = self.config.noise_level
         if level <= 0.0:
             return {"obs": critic[:-3], "critic": critic}
-        keys = jax.random.split(task_state["noise_key"], len(NOISE_SLOTS))
-        draws = {
-            slot: jax.random.uniform(k, (size,), minval=-1.0, maxval=1.0)
-            for k, (slot, size) in zip(keys, NOISE_SLOTS, strict=True)
-        }
+        draws = uniform_noise(task_state["noise_key"], NOISE_SLOTS)
         noisy = apply_obs_noise(clean, draws, level, self._noise_scales)
         return {"obs": observation_vector(noisy, carry), "critic": critic}
 
@@ -365,7 +318,7 @@ class G1WalkFlat(Task):
             "penalty_ang_vel_xy": jnp.sum(jnp.square(gyro[:2])),
             "penalty_orientation": jnp.square(up[0]) + jnp.square(up[1]),
             "penalty_action_rate": jnp.sum(jnp.square(action - task_state["last_action"])),
-            "pose": jnp.sum(self._pose_weights * jnp.square(data.qpos[7:] - self._default)),
+            "pose": jnp.sum(self._pose_weights * jnp.square(data.qpos[7:] - self.default_pose)),
             "penalty_feet_ori": jnp.sum(jnp.square(quats[:, 1:3])),
             "feet_phase": jnp.exp(-jnp.sum(jnp.square(feet_z - target)) / c.feet_phase_sigma),
             "alive": jnp.float32(1.0),
@@ -381,14 +334,9 @@ class G1WalkFlat(Task):
         self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         terms = self.reward_terms(data, action, task_state)
-        weights = self.reward_weights(task_state)
-        dt = jnp.float32(self.control_dt)
-        total = jnp.float32(0.0)
-        for t in REWARD_TERMS:  # the reference's float32 accumulation, then times dt
-            total = total + terms[t] * weights[t]
-        components = {t: terms[t] * weights[t] * dt for t in REWARD_TERMS}
+        total, components = weighted_reward(terms, self.reward_weights(task_state), self.control_dt)
         components["penalty_scale"] = task_state["penalty_scale"]
-        return total * dt, components
+        return total, components
 
     def terminated(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state

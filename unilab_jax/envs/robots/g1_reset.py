@@ -14,6 +14,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from unilab_jax.envs.robots.common import yaw_quaternion
+
 __all__ = ["actuator_gains", "commands_from_draw", "gait_phase_from_draw", "reset_qpos_qvel"]
 
 
@@ -49,8 +51,7 @@ def reset_qpos_qvel(
     """One env's reset state from its draws: the keyframe ``key_qpos`` [nq] moved by ``xy``
     [2] and turned by ``yaw`` [] about the world z axis; ``base_qvel`` [6] the free joint's
     velocities, the joints' 0."""
-    half = 0.5 * yaw
-    turn = jnp.stack([jnp.cos(half), jnp.zeros_like(half), jnp.zeros_like(half), jnp.sin(half)])
+    turn = yaw_quaternion(yaw)
     qpos = key_qpos.at[0:2].add(xy).at[3:7].set(_quat_mul(key_qpos[3:7], turn))
     qvel = jnp.zeros((nv,), jnp.float32).at[0:6].set(base_qvel)
     return qpos, qvel

@@ -111,19 +111,17 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from unilab_jax.envs.base import MODEL_PARAMS_KEY, Task
-from unilab_jax.envs.mirror import (
-    COMMAND,
-    PSEUDOVECTOR,
-    VECTOR,
-    MirrorMap,
-    SignedPermutation,
-    concat,
-    floating_base_mirror,
-    hinge_mirror,
-    left_right_partner,
+from unilab_jax.envs.base import MODEL_PARAMS_KEY
+from unilab_jax.envs.mirror import SignedPermutation, hinge_mirror, left_right_partner
+from unilab_jax.envs.robots.common import (
+    LocomotionTask,
+    apply_obs_noise,
+    locomotion_mirror,
+    setconst_weights,
+    uniform_noise,
+    weighted_reward,
+    yaw_quaternion,
 )
-from unilab_jax.envs.robots.common import setconst_weights
 from unilab_jax.envs.robots.go2_config import Go2JoystickFlatConfig
 from unilab_jax.envs.robots.go2_model import (
     ACTUATOR_LEGS,
@@ -132,7 +130,6 @@ from unilab_jax.envs.robots.go2_model import (
     build_go2_model,
     sensor_slices,
 )
-from unilab_jax.envs.task import VelocityTracking
 
 __all__ = [
     "ACTUATOR_LEGS",
@@ -174,21 +171,11 @@ def feet_phase(phase: jax.Array) -> jax.Array:
     return jnp.stack([phase, other, other, phase])
 
 
-def apply_obs_noise(
-    clean: Mapping[str, jax.Array],
-    draws: Mapping[str, jax.Array],
-    level: float,
-    scales: Mapping[str, float],
-) -> dict[str, jax.Array]:
-    """``clean[slot] + draws[slot] * level * scales[slot]`` per slot, in float32 in the
-    reference's order of operations (``draws``: ``U(-1, 1)`` of each slot's shape)."""
-    return {k: clean[k] + jnp.asarray(draws[k], jnp.float32) * level * scales[k] for k in clean}
-
-
-class Go2JoystickFlat(Task):
+class Go2JoystickFlat(LocomotionTask):
     """The reference Go2 joystick task on flat ground (module docstring)."""
 
     reward_bounds = (-0.6, 0.1)
+    command_obs = slice(42, 45)
 
     reset_forward = True  # the reset observation reads sensors
     solver_warmstart = False
@@ -204,23 +191,21 @@ class Go2JoystickFlat(Task):
     #: The gait clock and the push schedule belong to the batch, not to an episode.
     persistent_state = ("phase", "feet_phase", "step_counter", "push_force")
 
-    @property
-    def velocity_tracking(self) -> VelocityTracking:
-        c = self.config
-        return VelocityTracking(
-            "tracking_lin_vel", c.w_tracking_lin_vel * self.control_dt, c.tracking_sigma,
-            slice(42, 45),
-        )  # fmt: skip
-
     def __init__(self, config: Go2JoystickFlatConfig | None = None) -> None:
-        super().__init__(config or Go2JoystickFlatConfig())
-        cfg = self.config
-        self._model = model = build_go2_model(cfg)
+        cfg = config or Go2JoystickFlatConfig()
+        model = build_go2_model(cfg)
+        joint_names = [model.joint(j).name for j in range(1, model.njnt)]  # qpos order
+        actuated = [model.joint(j).name for j in model.actuator_trnid[:, 0]]  # FR, FL, RR, RL
+        # Feet (FL, FR, RL, RR): FL <-> FR, RL <-> RR, i.e. the clock half a cycle on.
+        feet = SignedPermutation(tuple(FEET.index(left_right_partner(f)) for f in FEET), (1.0,) * 4)
+        mirror = locomotion_mirror(
+            hinge_mirror(model, joint_names), hinge_mirror(model, actuated), feet
+        )  # ours: the reference defines no symmetry for Go2
+        home = np.asarray(model.key_qpos[0], np.float32)
+        super().__init__(cfg, model, home[7:], mirror)
         self._slices = sensor_slices(model)
         self._base = model.body(BASE_BODY).id
-        home = np.asarray(model.key_qpos[0], np.float32)
         self._home = jnp.asarray(home)
-        self._default_pose = jnp.asarray(home[7:])  # joint order
         # Per actuator, the default pose of the joint it drives.
         joint_of = [int(model.jnt_qposadr[j]) for j in model.actuator_trnid[:, 0]]
         self._ctrl_offset = jnp.asarray(home[joint_of])
@@ -238,28 +223,6 @@ class Go2JoystickFlat(Task):
             "linvel": cfg.noise_linvel,
         }
         self._weights = {name: float(getattr(cfg, f"w_{name}")) for name in REWARD_TERMS}
-        self._mirror = self._build_mirror()
-
-    @property
-    def model(self) -> mujoco.MjModel:
-        return self._model
-
-    @property
-    def mirror(self) -> MirrorMap:
-        """Left-right mirror map (module docstring, "Mirror"); not the reference's."""
-        return self._mirror
-
-    def _build_mirror(self) -> MirrorMap:
-        model = self._model
-        joint_names = [model.joint(j).name for j in range(1, model.njnt)]  # qpos order
-        joints = hinge_mirror(model, joint_names)
-        actuated = [model.joint(j).name for j in model.actuator_trnid[:, 0]]  # FR, FL, RR, RL
-        action = hinge_mirror(model, actuated)
-        # Feet (FL, FR, RL, RR): FL <-> FR, RL <-> RR, i.e. the clock half a cycle on.
-        feet = SignedPermutation(tuple(FEET.index(left_right_partner(f)) for f in FEET), (1.0,) * 4)
-        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, action, COMMAND, feet)
-        qpos, qvel = floating_base_mirror(joints)
-        return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=action, qpos=qpos, qvel=qvel)
 
     @property
     def sensor_slices(self) -> dict[str, slice]:
@@ -271,22 +234,14 @@ class Go2JoystickFlat(Task):
         """Noise half-width per :data:`NOISE_SLOTS` slot, before ``noise_level``."""
         return dict(self._noise_scales)
 
-    @property
-    def default_pose(self) -> jax.Array:
-        """Standing joint positions [12] in joint (qpos) order."""
-        return self._default_pose
-
     # ----------------------------------------------------------------- resets
     def initial_qpos_qvel(
         self, xy_offset: jax.Array, yaw: jax.Array, base_qvel: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         """A reset's ``(qpos [19], qvel [18])`` from its draws: the home pose moved by
         ``xy_offset`` [2], turned by ``yaw`` about z, free-joint velocity ``base_qvel`` [6]."""
-        half = 0.5 * jnp.asarray(yaw, jnp.float32)
-        zero = jnp.zeros_like(half)
-        quat = jnp.stack([jnp.cos(half), zero, zero, jnp.sin(half)])
-        qpos = self._home.at[0:2].add(xy_offset).at[3:7].set(quat)
-        qvel = jnp.zeros((self._model.nv,), jnp.float32).at[0:6].set(base_qvel)
+        qpos = self._home.at[0:2].add(xy_offset).at[3:7].set(yaw_quaternion(yaw))
+        qvel = jnp.zeros((self.model.nv,), jnp.float32).at[0:6].set(base_qvel)
         return qpos, qvel
 
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -336,7 +291,7 @@ class Go2JoystickFlat(Task):
             "body_ipos": nominal["body_ipos"].at[base].set(values["base_com"]),
             "opt.gravity": jnp.asarray(values["gravity"], jnp.float32),
         }
-        return {**fields, **setconst_weights(self._model, fields)}
+        return {**fields, **setconst_weights(self.model, fields)}
 
     def draw_command(self, key: jax.Array) -> jax.Array:
         """An episode's velocity command [3] (vx, vy, yaw rate), uniform in the config's box."""
@@ -373,7 +328,7 @@ class Go2JoystickFlat(Task):
         return jnp.where(self.is_push_step(step_counter), force, jnp.zeros_like(force))
 
     def xfrc_applied(self, task_state: dict[str, jax.Array]) -> jax.Array:
-        xfrc = jnp.zeros((self._model.nbody, 6), jnp.float32)
+        xfrc = jnp.zeros((self.model.nbody, 6), jnp.float32)
         return xfrc.at[self._base, 0:3].set(task_state["push_force"])
 
     # ----------------------------------------------------------------- step
@@ -423,11 +378,7 @@ class Go2JoystickFlat(Task):
 
     def draw_obs_noise(self, key: jax.Array) -> dict[str, jax.Array]:
         """``U(-1, 1)`` draws of every :data:`NOISE_SLOTS` slot."""
-        keys = jax.random.split(key, len(NOISE_SLOTS))
-        return {
-            name: _uniform(k, (size,), -1.0, 1.0)
-            for k, (name, size) in zip(keys, NOISE_SLOTS, strict=True)
-        }
+        return uniform_noise(key, NOISE_SLOTS)
 
     def observation(
         self,
@@ -458,7 +409,7 @@ class Go2JoystickFlat(Task):
         clean = {
             "gyro": s["gyro"],
             "upvector": s["upvector"],
-            "joint_pos": s["qpos"][7:19] - self._default_pose,
+            "joint_pos": s["qpos"][7:19] - self.default_pose,
             "joint_vel": s["qvel"][6:18],
             "linvel": s["linvel"],
         }
@@ -488,7 +439,7 @@ class Go2JoystickFlat(Task):
             "ang_vel_xy": jnp.sum(jnp.square(w[:2])),
             "base_height": jnp.square(s["qpos"][2] - cfg.base_height_target),
             "action_rate": jnp.sum(jnp.square(action - task_state["action"])),
-            "similar_to_default": jnp.sum(jnp.abs(s["qpos"][7:19] - self._default_pose)),
+            "similar_to_default": jnp.sum(jnp.abs(s["qpos"][7:19] - self.default_pose)),
             "contact": jnp.sum((contact == ~swing).astype(jnp.float32)) / n_feet,
             "swing_feet_z": jnp.sum(height * swing) / n_feet,
         }
@@ -496,12 +447,9 @@ class Go2JoystickFlat(Task):
     def reward(
         self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        terms = self.reward_terms(data, action, task_state)
-        dt = self.control_dt
-        total = jnp.zeros((), jnp.float32)
-        for name, weight in self._weights.items():  # float32, summed in the reference's order
-            total = total + terms[name] * weight
-        return total * dt, {k: terms[k] * w * dt for k, w in self._weights.items()}
+        return weighted_reward(
+            self.reward_terms(data, action, task_state), self._weights, self.control_dt
+        )
 
     def terminated(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state

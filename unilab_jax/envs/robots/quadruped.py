@@ -64,26 +64,19 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
-import mujoco
 
-from unilab_jax.envs.base import Task
-from unilab_jax.envs.mirror import (
-    COMMAND,
-    PSEUDOVECTOR,
-    VECTOR,
-    MirrorMap,
-    SignedPermutation,
-    concat,
-    floating_base_mirror,
-    hinge_mirror,
+from unilab_jax.envs.mirror import SignedPermutation, hinge_mirror
+from unilab_jax.envs.robots.common import (
+    LocomotionTask,
+    base_state,
+    locomotion_mirror,
+    yaw_quaternion,
 )
-from unilab_jax.envs.robots.common import base_state
 from unilab_jax.envs.robots.quadruped_config import (
     Go1JoystickFlatConfig,
     QuadrupedJoystickConfig,
 )
 from unilab_jax.envs.robots.quadruped_model import GO1, RobotSpec, build_quadruped_model
-from unilab_jax.envs.task import VelocityTracking
 
 __all__ = [
     "Go1JoystickFlat",
@@ -95,68 +88,37 @@ __all__ = [
 ]
 
 
-class QuadrupedJoystick(Task):
+class QuadrupedJoystick(LocomotionTask):
     """A quadruped following a (vx, vy, yaw rate) command on flat ground (module docstring)."""
 
     reward_bounds = (-0.3, 1.8)
+    command_obs = slice(42, 45)
+    reward_times_dt = False
     #: The robot model; set by subclasses.
     robot: ClassVar[RobotSpec]
 
     def __init__(self, config: QuadrupedJoystickConfig | None = None) -> None:
-        super().__init__(config or self.default_config())
-        cfg = self.config
-        self._model, default_pose = build_quadruped_model(self.robot, cfg)
-        model = self._model
+        cfg = config or self.default_config()
+        model, default_pose = build_quadruped_model(self.robot, cfg)
+        names = [model.joint(i).name for i in range(1, model.njnt)]
+        joints = hinge_mirror(model, names)  # also the action's map
+        # FL <-> FR and RL <-> RR exchange the trot pairs: (sin A, cos A, sin B, cos B) ->
+        # (sin B, cos B, sin A, cos A), i.e. the phase shifted by half a cycle.
+        clock = SignedPermutation((2, 3, 0, 1), (1.0, 1.0, 1.0, 1.0))
+        super().__init__(cfg, model, default_pose, locomotion_mirror(joints, joints, clock))
         self._qpos0 = jnp.asarray(model.key_qpos[0], jnp.float32)  # the standing pose
-        self._default_pose = jnp.asarray(default_pose, jnp.float32)
         self._joint_lo = jnp.asarray(model.jnt_range[1:, 0], jnp.float32)
         self._joint_hi = jnp.asarray(model.jnt_range[1:, 1], jnp.float32)
-        names = [model.joint(i).name for i in range(1, model.njnt)]
         leg_of = [n.split("_")[0] for n in names[::3]]
         # Trot pairs: (FL, RR) = A, (FR, RL) = B; per leg, 0 for pair A and 1 for pair B.
         self._leg_pair = tuple(0 if leg in ("FL", "RR") else 1 for leg in leg_of)
         self._phase_step = 2.0 * math.pi * cfg.gait_frequency * self.control_dt
-        self._mirror = self._build_mirror(names)
 
     @classmethod
     def default_config(cls) -> QuadrupedJoystickConfig:
         return QuadrupedJoystickConfig()
 
-    @property
-    def model(self) -> mujoco.MjModel:
-        return self._model
-
-    @property
-    def velocity_tracking(self) -> VelocityTracking:
-        c = self.config  # per step, not scaled by the control step; command at obs [42:45]
-        return VelocityTracking("tracking_lin_vel", c.w_tracking_lin_vel, c.tracking_sigma,
-                                slice(42, 45))  # fmt: skip
-
-    @property
-    def mirror(self) -> MirrorMap:
-        """Left-right mirror map (module docstring, "Mirror")."""
-        return self._mirror
-
-    def _build_mirror(self, joint_names: list[str]) -> MirrorMap:
-        joints = hinge_mirror(self._model, joint_names)  # also the action's map
-        # FL <-> FR and RL <-> RR exchange the trot pairs: (sin A, cos A, sin B, cos B) ->
-        # (sin B, cos B, sin A, cos A), i.e. the phase shifted by half a cycle.
-        clock = SignedPermutation((2, 3, 0, 1), (1.0, 1.0, 1.0, 1.0))
-        obs = concat(PSEUDOVECTOR, VECTOR, joints, joints, joints, COMMAND, clock)
-        qpos, qvel = floating_base_mirror(joints)
-        return MirrorMap(obs=obs, critic=concat(obs, VECTOR), action=joints, qpos=qpos, qvel=qvel)
-
-    @property
-    def default_pose(self) -> jax.Array:
-        """Standing joint positions (12) the action is an offset from."""
-        return self._default_pose
-
     # ----------------------------------------------------------------- helpers
-    @staticmethod
-    def _base(data: Any) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """(linear velocity body frame, angular velocity body frame, projected gravity)."""
-        return base_state(data)
-
     def _sample_command(self, key: jax.Array) -> jax.Array:
         cfg = self.config
         lo = jnp.array([cfg.vx_range[0], cfg.vy_range[0], cfg.yaw_rate_range[0]])
@@ -164,7 +126,7 @@ class QuadrupedJoystick(Task):
         return jax.random.uniform(key, (3,), minval=lo, maxval=hi)
 
     def _fallen(self, data: Any) -> jax.Array:
-        _, _, gravity = self._base(data)
+        _, _, gravity = base_state(data)
         tilted = gravity[2] > self.config.max_tilt_gravity_z
         low = data.qpos[2] < self.config.min_height
         return tilted | low
@@ -173,13 +135,12 @@ class QuadrupedJoystick(Task):
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_joint, k_yaw = jax.random.split(key)
         s = self.config.init_joint_noise
-        joints = self._default_pose + jax.random.uniform(k_joint, (12,), minval=-s, maxval=s)
+        joints = self.default_pose + jax.random.uniform(k_joint, (12,), minval=-s, maxval=s)
         joints = jnp.clip(joints, self._joint_lo, self._joint_hi)
         yaw = jax.random.uniform(k_yaw, (), minval=-math.pi, maxval=math.pi)
         yaw = yaw if self.config.random_yaw else jnp.zeros(())
-        quat = jnp.array([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)])
-        qpos = jnp.concatenate([self._qpos0[:3], quat, joints])
-        qvel = jnp.zeros((self._model.nv,), jnp.float32)
+        qpos = jnp.concatenate([self._qpos0[:3], yaw_quaternion(yaw), joints])
+        qvel = jnp.zeros((self.model.nv,), jnp.float32)
         return qpos, qvel
 
     def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
@@ -193,7 +154,7 @@ class QuadrupedJoystick(Task):
 
     def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state
-        target = self._default_pose + self.config.action_scale * action
+        target = self.default_pose + self.config.action_scale * action
         return jnp.clip(target, self._joint_lo, self._joint_hi)
 
     def update_task_state(
@@ -216,7 +177,7 @@ class QuadrupedJoystick(Task):
         }
 
     def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        lin_vel, ang_vel, gravity = self._base(data)
+        lin_vel, ang_vel, gravity = base_state(data)
         phase = task_state["phase"]
         clock = jnp.array(
             [jnp.sin(phase), jnp.cos(phase), jnp.sin(phase + math.pi), jnp.cos(phase + math.pi)]
@@ -225,7 +186,7 @@ class QuadrupedJoystick(Task):
             [
                 ang_vel,
                 gravity,
-                data.qpos[7:19] - self._default_pose,
+                data.qpos[7:19] - self.default_pose,
                 data.qvel[6:18],
                 task_state["last_action"],
                 task_state["command"],
@@ -238,7 +199,7 @@ class QuadrupedJoystick(Task):
         self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         cfg = self.config
-        lin_vel, ang_vel, gravity = self._base(data)
+        lin_vel, ang_vel, gravity = base_state(data)
         cmd = task_state["command"]
         fallen = self._fallen(data).astype(jnp.float32)
         lin_err = jnp.sum(jnp.square(lin_vel[:2] - cmd[:2]))

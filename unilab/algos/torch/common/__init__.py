@@ -1,10 +1,12 @@
-"""Pieces shared by the torch FastSAC and FastTD3 learners, re-exported.
+"""Pieces shared by the torch FastSAC, FastTD3 and FlashSAC learners, the main ones re-exported.
 
 - `batch`: the batch contract (the keys an update reads; `MissingBatchKeyError`, a `KeyError`).
+- `learner_base`: `LearnerBase`, the learners' shared step, `soft_update_target` and checkpoint.
 - `networks`: the C51 critic networks and maths (`categorical_projection`, ...).
 - `normalization`: the observation normaliser `EmpiricalNormalization`.
-- `updates`: the optimisation mechanics (`guarded_step`, `polyak_update`, `metrics_to_floats`)
-  and the update schedule of one learner iteration (`run_updates`).
+- `updates`: the optimisation mechanics (`guarded_step`, `temperature_step`, `polyak_update`,
+  `metrics_to_floats`, the optimisers, AMP settings) and the update schedule of one learner
+  iteration (`run_updates`).
 """
 
 from unilab.algos.torch.common.networks import (

@@ -195,13 +195,10 @@ class Critic(nn.Module):
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        kwargs = dict(activation="relu", use_layer_norm=False, norm_slot=False, device=device)
-        self.qnet1 = DistributionalQNetwork(
-            n_obs, n_act, num_atoms, v_min, v_max, hidden_dim, **kwargs
-        )
-        self.qnet2 = DistributionalQNetwork(
-            n_obs, n_act, num_atoms, v_min, v_max, hidden_dim, **kwargs
-        )
+        # ReLU, no LayerNorm and no norm slot.
+        args = (n_obs, n_act, num_atoms, v_min, v_max, hidden_dim, "relu", False, False, device)
+        self.qnet1 = DistributionalQNetwork(*args)
+        self.qnet2 = DistributionalQNetwork(*args)
         self.register_buffer("q_support", torch.linspace(v_min, v_max, num_atoms, device=device))
 
     def forward(

@@ -1,4 +1,4 @@
-"""The update mechanics both torch learners and every torch runner use.
+"""The update mechanics every torch learner and runner uses.
 
 Written to mirror `unilab_jax.algos.gradients.gradient_step` / `polyak_update` and the JAX
 loop's update schedule:
@@ -7,7 +7,11 @@ loop's update schedule:
   (`world_size > 1`), global L2 norm (sum of squares over all tensors, as `optax.tree.norm`),
   clipping with `torch.nn.utils.clip_grad_norm_`'s scale `min(1, max / (norm + 1e-6))`, then the
   optimiser step, which is skipped when the loss *or* the gradient norm is non-finite (the
-  reference checked the loss only, so a NaN gradient could still poison its weights).
+  reference checked the loss only, so a NaN gradient could still poison its weights). Under
+  fp16 autocast a `torch.amp.GradScaler` scales the loss (`scaled_guarded_step`).
+- `temperature_step`: SAC's temperature step, `-alpha * entropy_error` (no clipping).
+- `adamw` / `sac_optimizers`: the learners' optimisers; `resolve_amp_dtype` and `AMP_DEVICES`:
+  the reference's mixed-precision settings.
 - `polyak_update`: `target <- target * (1 - tau) + online * tau`.
 - `metrics_to_floats`: the learners return metrics as floats after a single host sync.
 - `run_updates`: the update schedule of one learner iteration, the only copy on the torch side:
@@ -17,7 +21,7 @@ loop's update schedule:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -26,28 +30,48 @@ from torch import nn
 
 from unilab.logging.trace_event import TraceRecorder, maybe_span
 
-__all__ = ["guarded_step", "metrics_to_floats", "polyak_update", "run_updates"]
+__all__ = [
+    "AMP_DEVICES",
+    "adamw",
+    "guarded_step",
+    "metrics_to_floats",
+    "polyak_update",
+    "resolve_amp_dtype",
+    "run_updates",
+    "sac_optimizers",
+    "scaled_guarded_step",
+    "temperature_step",
+]
+
+#: The devices on which the reference autocasts with ``use_amp`` (elsewhere it is ignored).
+AMP_DEVICES = ("cuda", "xpu")
 
 
 def guarded_step(
     loss: torch.Tensor,
-    params: Sequence[torch.Tensor],
+    params: Iterable[torch.Tensor],
     optimizer: torch.optim.Optimizer,
     max_grad_norm: float,
     world_size: int = 1,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> tuple[torch.Tensor, bool]:
     """Backward `loss` into `params` and take one optimiser step unless it is non-finite.
 
     Returns `(grad_norm, stepped)`; `grad_norm` is the pre-clipping global norm (after the
     all-reduce). Only `params` receive gradients, so e.g. the actor loss leaves the critic's
-    `.grad` untouched. `max_grad_norm <= 0` disables clipping.
+    `.grad` untouched. `max_grad_norm <= 0` disables clipping. With `scaler` (fp16 autocast, as
+    the reference's GradScaler path) the backward is of `scaler.scale(loss)`, the gradients are
+    unscaled (`scaler.unscale_`) before the all-reduce, the norm and the clipping, the step is
+    `scaler.step` and `scaler.update()` follows either way (halving the scale after an overflow).
     """
     params = list(params)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward(inputs=params)
+    (loss if scaler is None else scaler.scale(loss)).backward(inputs=params)
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     for p, g in zip(params, grads, strict=True):
         p.grad = g
+    if scaler is not None:
+        scaler.unscale_(optimizer)  # in place, into `grads`
     if world_size > 1:
         # DDP semantics: average the gradients before norm, clipping and the step.
         flat = torch.cat([g.reshape(-1) for g in grads])
@@ -62,10 +86,76 @@ def guarded_step(
         scale = torch.clamp(max_grad_norm / (grad_norm + 1e-6), max=1.0)
         torch._foreach_mul_(grads, scale)
     stepped = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
-    if stepped:
+    if stepped and scaler is None:
         optimizer.step()
+    elif scaler is not None:
+        if stepped:
+            scaler.step(optimizer)
+        scaler.update()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm.detach(), stepped
+
+
+def scaled_guarded_step(
+    scaler: torch.amp.GradScaler,
+    loss: torch.Tensor,
+    params: Iterable[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    max_grad_norm: float,
+    world_size: int = 1,
+) -> tuple[torch.Tensor, bool]:
+    """`guarded_step` with fp16 autocast's loss scaler `scaler` (see there)."""
+    return guarded_step(loss, params, optimizer, max_grad_norm, world_size, scaler)
+
+
+def temperature_step(learner: Any, entropy_error: torch.Tensor) -> torch.Tensor:
+    """A SAC learner's temperature step: the loss `-exp(log_alpha) * entropy_error` (a
+    constant, `mean logpi + target_entropy`), one unclipped `guarded_step` of
+    `learner.log_alpha` with `learner.alpha_optimizer` over `learner.world_size` ranks.
+    Returns the loss."""
+    log_alpha = learner.log_alpha
+    loss = -(torch.exp(log_alpha.reshape(())) * entropy_error)
+    guarded_step(loss, [log_alpha], learner.alpha_optimizer, 0.0, learner.world_size)
+    return loss
+
+
+def adamw(
+    params: Iterable[torch.Tensor],
+    lr: float,
+    weight_decay: float,
+    device: torch.device,
+    betas: tuple[float, float] = (0.9, 0.999),
+) -> torch.optim.AdamW:
+    """`torch.optim.AdamW`, fused on CUDA; without decay it is Adam."""
+    fused = device.type == "cuda"
+    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused)
+
+
+def sac_optimizers(
+    learner: Any, betas: tuple[float, float] = (0.9, 0.999)
+) -> tuple[torch.optim.AdamW, torch.optim.AdamW, torch.optim.AdamW]:
+    """A SAC learner's `(actor, critic, temperature)` optimisers: AdamW on `learner.actor` and
+    `learner.qnet` (`config.actor_lr` / `critic_lr`, `config.weight_decay`) and, without decay
+    (Adam, the JAX core's), on `learner.log_alpha` (`config.alpha_lr`)."""
+    cfg, device = learner.config, learner.device
+    return (
+        adamw(learner.actor.parameters(), cfg.actor_lr, cfg.weight_decay, device, betas),
+        adamw(learner.qnet.parameters(), cfg.critic_lr, cfg.weight_decay, device, betas),
+        adamw([learner.log_alpha], cfg.alpha_lr, 0.0, device, betas),
+    )
+
+
+def resolve_amp_dtype(amp_dtype: str, algo: str = "FastSAC") -> torch.dtype:
+    """The autocast dtype of ``amp_dtype`` (case-insensitive): ``"auto"`` and ``"bf16"`` give
+    bfloat16, ``"fp16"`` float16; anything else raises ``ValueError`` in the reference's words
+    (``algo``: the learner they name)."""
+    dtypes = {"auto": torch.bfloat16, "fp16": torch.float16, "bf16": torch.bfloat16}
+    try:
+        return dtypes[str(amp_dtype).lower()]
+    except KeyError:
+        raise ValueError(
+            f"{algo} amp_dtype must be one of: auto, fp16, bf16; got {amp_dtype!r}"
+        ) from None
 
 
 @torch.no_grad()

@@ -63,10 +63,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from unilab.algos.torch.common.batch import ACTOR_BATCH_KEYS, CRITIC_BATCH_KEYS
+from unilab.algos.torch.common.learner_base import LearnerBase
 from unilab.algos.torch.common.networks import (
     DistributionalQNetwork,
     categorical_cross_entropy,
@@ -76,7 +76,14 @@ from unilab.algos.torch.common.networks import (
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
 from unilab.algos.torch.common.symmetry import augmented, check_symmetry_source
-from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
+from unilab.algos.torch.common.updates import (
+    AMP_DEVICES,
+    metrics_to_floats,
+    resolve_amp_dtype,
+    sac_optimizers,
+    scaled_guarded_step,
+    temperature_step,
+)
 from unilab_jax.algos.hyperparams import SACConfig
 from unilab_jax.torch.actors import SACActor, sample_tanh_gaussian
 
@@ -94,8 +101,6 @@ __all__ = [
 ]
 
 _DEFAULTS = SACConfig()
-#: The devices on which the reference autocasts with ``use_amp`` (elsewhere it is ignored).
-AMP_DEVICES = ("cuda", "xpu")
 # The learner's keyword arguments that are SACConfig fields (betas is not one: the default).
 _CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(SACConfig) if f.name != "betas")
 Batch = Mapping[str, torch.Tensor]
@@ -143,56 +148,7 @@ class SACCritic(nn.Module):
         return expected_value(probs, self.q_support)
 
 
-def scaled_guarded_step(
-    scaler: torch.amp.GradScaler,
-    loss: torch.Tensor,
-    params: list[torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    max_grad_norm: float,
-    world_size: int = 1,
-) -> tuple[torch.Tensor, bool]:
-    """``common.updates.guarded_step`` under fp16 autocast, as the reference's GradScaler path:
-    backward of ``scaler.scale(loss)``, the gradients unscaled (``scaler.unscale_``) before the
-    all-reduce, the norm and the clipping, then ``scaler.step`` (skipped, as ``guarded_step``'s,
-    when the loss or the norm is non-finite) and ``scaler.update()`` either way, which halves
-    the scale after an overflow. Returns ``(grad_norm, stepped)``, the norm unscaled."""
-    optimizer.zero_grad(set_to_none=True)
-    scaler.scale(loss).backward(inputs=params)
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    scaler.unscale_(optimizer)
-    grads = [p.grad for p in params]
-    if world_size > 1:  # DDP semantics: the mean gradient, before norm, clipping and step
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        flat /= world_size
-        parts = torch.split(flat, [g.numel() for g in grads])
-        torch._foreach_copy_(grads, [part.view_as(g) for part, g in zip(parts, grads, strict=True)])
-    grad_norm = torch.sqrt(sum(torch.sum(g * g) for g in grads))
-    if max_grad_norm > 0:
-        torch._foreach_mul_(grads, torch.clamp(max_grad_norm / (grad_norm + 1e-6), max=1.0))
-    stepped = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
-    if stepped:
-        scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad(set_to_none=True)
-    return grad_norm.detach(), stepped
-
-
-def resolve_amp_dtype(amp_dtype: str) -> torch.dtype:
-    """The autocast dtype of ``amp_dtype`` (case-insensitive): ``"auto"`` and ``"bf16"`` give
-    bfloat16, ``"fp16"`` float16; anything else raises ``ValueError``, as the reference."""
-    dtypes = {"auto": torch.bfloat16, "fp16": torch.float16, "bf16": torch.bfloat16}
-    try:
-        return dtypes[str(amp_dtype).lower()]
-    except KeyError:
-        raise ValueError(
-            f"FastSAC amp_dtype must be one of: auto, fp16, bf16; got {amp_dtype!r}"
-        ) from None
-
-
-class FastSACLearner(ObsNormalizingLearner):
+class FastSACLearner(ObsNormalizingLearner, LearnerBase):
     """FastSAC learner: `actor`, `qnet`, `qnet_target`, `log_alpha`, three optimisers.
 
     Batches are dicts of tensors with keys `obs, critic, actions, rewards, next_obs,
@@ -266,7 +222,8 @@ class FastSACLearner(ObsNormalizingLearner):
         self.symmetry = symmetry_augmentation
         self.update_count = 0
         self._build_networks()
-        self._build_optimizers()
+        optimizers = sac_optimizers(self, self.config.betas)
+        self.actor_optimizer, self.q_optimizer, self.alpha_optimizer = optimizers
         self._set_up_amp_and_compile(use_amp, amp_dtype, use_compile)
 
     def _build_networks(self) -> None:
@@ -300,20 +257,6 @@ class FastSACLearner(ObsNormalizingLearner):
         )
         self.obs_normalizer = self._make_normalizer(self.obs_dim, cfg.obs_normalization)
         self.critic_normalizer = self._make_normalizer(self.critic_obs_dim, cfg.obs_normalization)
-
-    def _build_optimizers(self) -> None:
-        cfg = self.config
-        fused = self.device.type == "cuda"
-
-        def adamw(params, lr, weight_decay):
-            return torch.optim.AdamW(
-                params, lr=lr, betas=cfg.betas, weight_decay=weight_decay, fused=fused
-            )
-
-        self.actor_optimizer = adamw(self.actor.parameters(), cfg.actor_lr, cfg.weight_decay)
-        self.q_optimizer = adamw(self.qnet.parameters(), cfg.critic_lr, cfg.weight_decay)
-        # AdamW without decay is Adam, the JAX core's temperature optimiser.
-        self.alpha_optimizer = adamw([self.log_alpha], cfg.alpha_lr, 0.0)
 
     def _set_up_amp_and_compile(self, use_amp: bool, amp_dtype: str, use_compile: bool) -> None:
         """The reference's rules: autocast on CUDA / XPU only (`use_amp` is ignored, and False,
@@ -414,15 +357,6 @@ class FastSACLearner(ObsNormalizingLearner):
 
     # --- the learner contract ----------------------------------------------------------------
 
-    def _step(
-        self, loss: torch.Tensor, module: nn.Module, optimizer: torch.optim.Optimizer
-    ) -> tuple[torch.Tensor, bool]:
-        """One guarded step of ``module``'s parameters (the loss scaled under fp16 AMP)."""
-        params, clip = list(module.parameters()), self.config.max_grad_norm
-        if self.scaler is None:
-            return guarded_step(loss, params, optimizer, clip, self.world_size)
-        return scaled_guarded_step(self.scaler, loss, params, optimizer, clip, self.world_size)
-
     def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One critic step, then (with `use_autotune`) one temperature step.
 
@@ -433,9 +367,8 @@ class FastSACLearner(ObsNormalizingLearner):
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.use_autotune:
             # -alpha * mean(logpi' + H_target): the mean first, as the JAX core computes it.
-            entropy_error = torch.mean(aux["next_log_prob"] + self.target_entropy).detach()
-            alpha_loss = -(torch.exp(self.log_alpha.reshape(())) * entropy_error)
-            guarded_step(alpha_loss, [self.log_alpha], self.alpha_optimizer, 0.0, self.world_size)
+            error = torch.mean(aux["next_log_prob"] + self.target_entropy).detach()
+            alpha_loss = temperature_step(self, error)
         self.update_count += 1
         return metrics_to_floats(
             {
@@ -456,36 +389,9 @@ class FastSACLearner(ObsNormalizingLearner):
         grad_norm, _ = self._step(loss, self.actor, self.actor_optimizer)
         return metrics_to_floats({"actor_loss": loss, "actor_grad_norm": grad_norm, **aux})
 
-    def soft_update_target(self) -> None:
-        """Polyak-average the critic into `qnet_target` with rate `tau`."""
-        polyak_update(self.qnet_target, self.qnet, self.config.tau)
-
-    def get_state_dict(self) -> dict[str, Any]:
-        """Checkpoint: the reference's keys plus `obs_normalizer` and `critic_normalizer`."""
-        return {
-            "actor": self.actor.state_dict(),
-            "qnet": self.qnet.state_dict(),
-            "qnet_target": self.qnet_target.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "q_optimizer": self.q_optimizer.state_dict(),
-            "alpha_optimizer": self.alpha_optimizer.state_dict(),
-            "update_count": self.update_count,
-            "obs_normalizer": self.obs_normalizer.state_dict(),
-            "critic_normalizer": self.critic_normalizer.state_dict(),
-        }
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore `get_state_dict()`; reference checkpoints (no normalisers) load too."""
-        self.actor.load_state_dict(state_dict["actor"])
-        self.qnet.load_state_dict(state_dict["qnet"])
-        self.qnet_target.load_state_dict(state_dict["qnet_target"])
-        with torch.no_grad():
-            self.log_alpha.copy_(torch.as_tensor(state_dict["log_alpha"]).reshape(1))
-        self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
-        self.q_optimizer.load_state_dict(state_dict["q_optimizer"])
-        self.alpha_optimizer.load_state_dict(state_dict["alpha_optimizer"])
-        self.update_count = int(state_dict["update_count"])
-        for key in ("obs_normalizer", "critic_normalizer"):
-            if key in state_dict:
-                getattr(self, key).load_state_dict(state_dict[key])
+    #: The checkpoint: the reference's keys plus the two normalisers, which a reference
+    #: checkpoint lacks (`OPTIONAL_CHECKPOINT_KEYS`).
+    CHECKPOINT_KEYS = (
+        "actor", "qnet", "qnet_target", "log_alpha", "actor_optimizer", "q_optimizer",
+        "alpha_optimizer", "update_count", "obs_normalizer", "critic_normalizer",
+    )  # fmt: skip

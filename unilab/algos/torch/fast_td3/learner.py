@@ -48,12 +48,13 @@ import copy
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from unilab.algos.torch.common.batch import ACTOR_BATCH_KEYS, CRITIC_BATCH_KEYS
+from unilab.algos.torch.common.learner_base import LearnerBase
 from unilab.algos.torch.common.networks import (
     Critic,
     categorical_cross_entropy,
@@ -63,7 +64,7 @@ from unilab.algos.torch.common.networks import (
 )
 from unilab.algos.torch.common.normalization import EmpiricalNormalization, ObsNormalizingLearner
 from unilab.algos.torch.common.symmetry import augmented, check_symmetry_source
-from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
+from unilab.algos.torch.common.updates import adamw, metrics_to_floats
 from unilab_jax.algos.hyperparams import TD3Config
 from unilab_jax.torch.actors import TD3Actor
 
@@ -90,14 +91,14 @@ def cdq_target(projected: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     return lower.expand_as(projected)
 
 
-class FastTD3Learner(ObsNormalizingLearner):
+class FastTD3Learner(ObsNormalizingLearner, LearnerBase):
     """FastTD3 learner: `actor`, `actor_target`, twin C51 `qnet` / `qnet_target`, two AdamW.
 
     Batches are dicts of tensors with keys `obs, critic, actions, rewards, next_obs,
     next_critic, dones, truncated` (`common.batch`; the actor step reads `obs, critic`).
     Observations are raw; `actor` works on normalised inputs
     (`actor.explore(learner.obs_normalizer(obs), dones)`). `update_count` counts
-    `update_critic` calls.
+    `update_critic` calls. `soft_update_target` leaves `actor_target` as it is.
     """
 
     def __init__(
@@ -179,13 +180,9 @@ class FastTD3Learner(ObsNormalizingLearner):
         self.qnet_target = copy.deepcopy(self.qnet).requires_grad_(False)
         self.obs_normalizer = self._make_normalizer(obs_dim, obs_normalization)
         self.critic_normalizer = self._make_normalizer(self.critic_obs_dim, obs_normalization)
-        fused = self.device.type == "cuda"
-        self.actor_optimizer = torch.optim.AdamW(
-            self.actor.parameters(), lr=cfg.actor_lr, weight_decay=cfg.weight_decay, fused=fused
-        )
-        self.q_optimizer = torch.optim.AdamW(
-            self.qnet.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay, fused=fused
-        )
+        device, decay = self.device, cfg.weight_decay
+        self.actor_optimizer = adamw(self.actor.parameters(), cfg.actor_lr, decay, device)
+        self.q_optimizer = adamw(self.qnet.parameters(), cfg.critic_lr, decay, device)
 
     def _make_normalizer(self, dim: int, enabled: bool) -> nn.Module:
         return EmpiricalNormalization(dim, self.device) if enabled else nn.Identity()
@@ -253,13 +250,7 @@ class FastTD3Learner(ObsNormalizingLearner):
     def update_critic(self, batch: Batch, noise: torch.Tensor | None = None) -> dict[str, float]:
         """One critic step. `noise`: optional standard normal `[B, A]` smoothing draw."""
         loss, aux = self.compute_critic_loss(augmented(self, batch, CRITIC_BATCH_KEYS), noise)
-        grad_norm, _ = guarded_step(
-            loss,
-            list(self.qnet.parameters()),
-            self.q_optimizer,
-            self.config.max_grad_norm,
-            self.world_size,
-        )
+        grad_norm, _ = self._step(loss, self.qnet, self.q_optimizer)
         self.update_count += 1
         return metrics_to_floats(
             {
@@ -276,42 +267,12 @@ class FastTD3Learner(ObsNormalizingLearner):
         """One actor step. `noise` is accepted for symmetry with FastSAC and unused."""
         del noise  # the deterministic actor loss draws no noise
         loss = self.compute_actor_loss(augmented(self, batch, ACTOR_BATCH_KEYS))
-        grad_norm, _ = guarded_step(
-            loss,
-            list(self.actor.parameters()),
-            self.actor_optimizer,
-            self.config.max_grad_norm,
-            self.world_size,
-        )
+        grad_norm, _ = self._step(loss, self.actor, self.actor_optimizer)
         return metrics_to_floats({"actor_loss": loss, "actor_grad_norm": grad_norm})
 
-    def soft_update_target(self) -> None:
-        """Polyak-average the critic into `qnet_target` with rate `tau` (no actor target)."""
-        polyak_update(self.qnet_target, self.qnet, self.config.tau)
-
-    def get_state_dict(self) -> dict[str, Any]:
-        """Checkpoint: the reference's keys plus `critic_normalizer`."""
-        return {
-            "actor": self.actor.state_dict(),
-            "actor_target": self.actor_target.state_dict(),
-            "qnet": self.qnet.state_dict(),
-            "qnet_target": self.qnet_target.state_dict(),
-            "obs_normalizer": self.obs_normalizer.state_dict(),
-            "critic_normalizer": self.critic_normalizer.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "q_optimizer": self.q_optimizer.state_dict(),
-            "update_count": self.update_count,
-        }
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore `get_state_dict()`; reference checkpoints (no critic normaliser) load too."""
-        self.actor.load_state_dict(state_dict["actor"])
-        self.actor_target.load_state_dict(state_dict["actor_target"])
-        self.qnet.load_state_dict(state_dict["qnet"])
-        self.qnet_target.load_state_dict(state_dict["qnet_target"])
-        self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
-        self.q_optimizer.load_state_dict(state_dict["q_optimizer"])
-        self.update_count = int(state_dict["update_count"])
-        for key in ("obs_normalizer", "critic_normalizer"):
-            if key in state_dict:
-                getattr(self, key).load_state_dict(state_dict[key])
+    #: The checkpoint: the reference's keys plus `critic_normalizer`, which a reference
+    #: checkpoint lacks (`OPTIONAL_CHECKPOINT_KEYS`).
+    CHECKPOINT_KEYS = (
+        "actor", "actor_target", "qnet", "qnet_target", "obs_normalizer", "critic_normalizer",
+        "actor_optimizer", "q_optimizer", "update_count",
+    )  # fmt: skip

@@ -102,6 +102,7 @@ import torch
 from torch import nn
 
 from unilab.algos.torch.common.batch import CRITIC_BATCH_KEYS, require_batch_keys
+from unilab.algos.torch.common.learner_base import LearnerBase
 from unilab.algos.torch.common.networks import (
     bootstrap_mask,
     categorical_cross_entropy,
@@ -109,7 +110,13 @@ from unilab.algos.torch.common.networks import (
     clipped_target_mass,
     expected_value,
 )
-from unilab.algos.torch.common.updates import guarded_step, metrics_to_floats, polyak_update
+from unilab.algos.torch.common.updates import (
+    AMP_DEVICES,
+    metrics_to_floats,
+    resolve_amp_dtype,
+    sac_optimizers,
+    temperature_step,
+)
 from unilab.algos.torch.flash_sac.networks import (
     FlashSACCritic,
     RewardStatistics,
@@ -133,8 +140,6 @@ _DEFAULTS = FlashSACConfig()
 Batch = Mapping[str, torch.Tensor]
 #: The keys FlashSAC's actor step reads, the reference's (it runs the actor on `[s; s']`).
 FLASH_ACTOR_BATCH_KEYS = ("obs", "next_obs", "actions", "critic")
-#: The devices on which the reference turns `use_amp` / `use_compile` on (`use_compile`: CUDA).
-_AMP_DEVICES = ("cuda", "xpu")
 #: `FlashSACConfig`'s fields the reference names otherwise -> the reference's argument(s).
 REFERENCE_NAMES = {
     "v_min": "critic_min_v",
@@ -158,15 +163,9 @@ def _refuse(option: str, value: Any, why: str, instead: str) -> NoReturn:
     raise ConfigError(f"FlashSACLearner({option}={value!r}) is not supported: {why}; {instead}")
 
 
-def _check_amp_dtype(amp_dtype: Any) -> None:
-    """The reference's check of ``amp_dtype`` (case-insensitive), on every device."""
-    if str(amp_dtype).lower() not in ("auto", "fp16", "bf16"):
-        raise ValueError(f"FlashSAC amp_dtype must be one of: auto, fp16, bf16; got {amp_dtype!r}")
-
-
 def _refuse_unsupported(given: Mapping[str, Any], device: torch.device) -> None:
     """Raise ``ConfigError`` for a reference setting this learner cannot reproduce."""
-    _check_amp_dtype(given["amp_dtype"])
+    resolve_amp_dtype(given["amp_dtype"], "FlashSAC")  # the reference's check, on every device
     if int(given["learning_rate_warmup_steps"]) > 0:
         _refuse(
             "learning_rate_warmup_steps", given["learning_rate_warmup_steps"],
@@ -203,7 +202,7 @@ def _refuse_unsupported(given: Mapping[str, Any], device: torch.device) -> None:
             "(FlashSACConfig.num_blocks) gives the actor and the critics one depth",
             "pass the same value to both",
         )  # fmt: skip
-    if given["use_amp"] and device.type in _AMP_DEVICES:
+    if given["use_amp"] and device.type in AMP_DEVICES:
         _refuse(
             "use_amp", given["use_amp"],
             f"mixed precision is not implemented for FlashSAC (its updates run in float32 on "
@@ -316,7 +315,7 @@ def config_settings(
     return settings, target_entropy
 
 
-class FlashSACLearner:
+class FlashSACLearner(LearnerBase):
     """FlashSAC learner: `actor`, `qnet`, `qnet_target`, `log_alpha`, `reward_stats`, three
     optimisers.
 
@@ -418,7 +417,7 @@ class FlashSACLearner:
         self.target_entropy = target_entropy
         self.update_count = 0
         self._build_networks(num_envs)
-        self._build_optimizers()
+        self.actor_optimizer, self.q_optimizer, self.alpha_optimizer = sac_optimizers(self)
 
     @property
     def gamma(self) -> float:
@@ -456,18 +455,6 @@ class FlashSACLearner:
         self.support = torch.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms, device=device)
         self.obs_normalizer = nn.Identity()
         self.critic_normalizer = nn.Identity()
-
-    def _build_optimizers(self) -> None:
-        cfg = self.config
-        fused = self.device.type == "cuda"
-
-        def adam(params, lr, weight_decay):
-            # AdamW without decay is Adam, as the JAX core's `_optimizer` chooses.
-            return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
-
-        self.actor_optimizer = adam(self.actor.parameters(), cfg.actor_lr, cfg.weight_decay)
-        self.q_optimizer = adam(self.qnet.parameters(), cfg.critic_lr, cfg.weight_decay)
-        self.alpha_optimizer = adam([self.log_alpha], cfg.alpha_lr, 0.0)
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -576,27 +563,19 @@ class FlashSACLearner:
         self, module: nn.Module, optimizer: torch.optim.Optimizer,
         loss_fn: Callable[[], tuple[torch.Tensor, dict[str, torch.Tensor]]],
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:  # fmt: skip
-        """One guarded step of `module` on `loss_fn()`, then its weights projected; the
-        BatchNorm statistics the forward pass moved are restored when the step is skipped.
-        Returns `(loss, aux, grad_norm)`."""
+        """One guarded step of `module` on `loss_fn()` and the next step's rates, then its
+        weights projected; the BatchNorm statistics the forward pass moved are restored when
+        the step is skipped. Returns `(loss, aux, grad_norm)`."""
         saved = [stat.clone() for stat in running_stats(module)]
         loss, aux = loss_fn()
-        grad_norm, stepped = self._step(loss, list(module.parameters()), optimizer)
+        grad_norm, stepped = self._step(loss, module, optimizer)
+        self.sync_learning_rates()
         if not stepped:
             with torch.no_grad():
                 for stat, old in zip(running_stats(module), saved, strict=True):
                     stat.copy_(old)
         project_weights_(module)
         return loss, aux, grad_norm
-
-    def _step(
-        self, loss: torch.Tensor, params: list[torch.Tensor], optimizer: torch.optim.Optimizer
-    ) -> tuple[torch.Tensor, bool]:
-        """`guarded_step` (no clipping for the temperature), then the next step's rate."""
-        clip = 0.0 if optimizer is self.alpha_optimizer else self.config.max_grad_norm
-        grad_norm, stepped = guarded_step(loss, params, optimizer, clip, self.world_size)
-        self.sync_learning_rates()
-        return grad_norm, stepped
 
     def sync_learning_rates(self) -> None:
         """Set each optimiser's learning rate to the cosine schedule's value at the steps it
@@ -641,8 +620,8 @@ class FlashSACLearner:
         if self.config.use_autotune:
             # -alpha * (mean logpi + H_target): the mean first, as the JAX core computes it.
             error = torch.mean(log_prob) + self.target_entropy
-            alpha_loss = -(torch.exp(self.log_alpha.reshape(())) * error)
-            self._step(alpha_loss, [self.log_alpha], self.alpha_optimizer)
+            alpha_loss = temperature_step(self, error)
+            self.sync_learning_rates()
         # The reference's names first (`temperature`: before the temperature step), then ours
         # (`policy_entropy` is `actor_entropy`, `alpha_loss` is `temperature_loss`; `alpha`:
         # after the step).
@@ -658,23 +637,11 @@ class FlashSACLearner:
         }
         return metrics_to_floats(metrics)
 
-    def soft_update_target(self) -> None:
-        """Polyak-average the critic's parameters into `qnet_target` with rate `tau`."""
-        polyak_update(self.qnet_target, self.qnet, self.config.tau)
-
-    def get_state_dict(self) -> dict[str, Any]:
-        """Checkpoint: networks, temperature, optimisers, reward statistics, update count."""
-        return {
-            "actor": self.actor.state_dict(),
-            "qnet": self.qnet.state_dict(),
-            "qnet_target": self.qnet_target.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "q_optimizer": self.q_optimizer.state_dict(),
-            "alpha_optimizer": self.alpha_optimizer.state_dict(),
-            "reward_stats": self.reward_stats.state_dict(),
-            "update_count": self.update_count,
-        }
+    #: The checkpoint: networks, temperature, optimisers, reward statistics, update count.
+    CHECKPOINT_KEYS = (
+        "actor", "qnet", "qnet_target", "log_alpha", "actor_optimizer", "q_optimizer",
+        "alpha_optimizer", "reward_stats", "update_count",
+    )  # fmt: skip
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore `get_state_dict()` (the reward statistics with their own env count), or a
@@ -682,18 +649,9 @@ class FlashSACLearner:
         its names and stacked critic members converted, optimiser moments included)."""
         if is_reference_checkpoint(state_dict):
             state_dict = learner_state_from_reference(state_dict, self)
-        self.actor.load_state_dict(state_dict["actor"])
-        self.qnet.load_state_dict(state_dict["qnet"])
-        self.qnet_target.load_state_dict(state_dict["qnet_target"])
-        with torch.no_grad():
-            self.log_alpha.copy_(torch.as_tensor(state_dict["log_alpha"]).reshape(1))
-        self.actor_optimizer.load_state_dict(state_dict["actor_optimizer"])
-        self.q_optimizer.load_state_dict(state_dict["q_optimizer"])
-        self.alpha_optimizer.load_state_dict(state_dict["alpha_optimizer"])
         self.reward_stats.resize(int(state_dict["reward_stats"]["carried"].shape[0]))
-        self.reward_stats.load_state_dict(state_dict["reward_stats"])
+        super().load_state_dict(state_dict)
         self.sync_learning_rates()  # (a checkpoint's rates already are)
-        self.update_count = int(state_dict["update_count"])
 
 
 @functools.cache
