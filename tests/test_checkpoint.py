@@ -101,6 +101,26 @@ def test_truncated_files_are_reported_as_damage_not_as_a_mismatch(saved, victim)
         restore_checkpoint(saved, _state())
 
 
+def test_a_resume_names_a_damaged_or_older_meta_item_and_the_checkpoint_before_it(saved):
+    """``--resume`` reads the newest checkpoint's ``meta`` before anything is built: a truncated
+    one is damage naming the intact checkpoint before it, one of an older format says so (both
+    ``ResumeError``s, the CLI's exit 2; they once escaped as other errors and a traceback)."""
+    import json
+
+    from unilab_jax.training.resume import ResumeError, restore_run
+
+    meta = saved / "3" / META_FILE
+    text = meta.read_text()
+    meta.write_text(text[: len(text) // 2])
+    with pytest.raises(ResumeError, match="checkpoint 3 under .* is damaged: meta") as err:
+        restore_run(None, saved, None, {})
+    assert err.value.older == 2
+    meta.write_text(json.dumps({**json.loads(text), "format": "unilab_jax checkpoint 2"}))
+    with pytest.raises(ResumeError, match="older unilab-jax format") as err:
+        restore_run(None, saved, None, {})
+    assert err.value.older is None
+
+
 def test_other_shapes_are_a_mismatch_naming_the_arrays(saved):
     with pytest.raises(CheckpointMismatchError, match=r"agent/actor.kernel saved float32\[8, 4\]"):
         restore_checkpoint(saved, _state(width=16))

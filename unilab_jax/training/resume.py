@@ -92,6 +92,10 @@ def resume_source(resume, resume_step, log_dir, initial_state) -> str | Path | N
     return resume
 
 
+def _damaged(err: Exception, older: int | None) -> str:
+    return str(err) + ("" if older is not None else "; no earlier checkpoint is left")
+
+
 def restore_run(trainer: Any, path: str | Path, step: int | None, settings: dict) -> Any:
     """The ``TrainState`` of checkpoint ``step`` (None: the newest) of the run at ``path``,
     restored into the layout of ``trainer.init_state()`` (its shardings included);
@@ -111,7 +115,13 @@ def restore_run(trainer: Any, path: str | Path, step: int | None, settings: dict
         saved = ", ".join(map(str, steps))
         raise ResumeError(f"no checkpoint {step} in {directory} (saved: {saved})")
     step = steps[-1] if step is None else step
-    saved = read_meta(directory, step).get("config") or {}
+    older = max((s for s in steps if s < step), default=None)
+    try:
+        saved = read_meta(directory, step).get("config") or {}
+    except CheckpointDamagedError as err:  # its meta item
+        raise ResumeError(_damaged(err, older), older=older) from None
+    except CheckpointError as err:  # of an older format
+        raise ResumeError(str(err)) from None
     changed = setting_differences(saved, settings) if saved else []
     if changed:  # before init_state: nothing is built or compiled for a run that cannot go on
         raise ResumeError(
@@ -122,9 +132,7 @@ def restore_run(trainer: Any, path: str | Path, step: int | None, settings: dict
     try:
         return restore_checkpoint(directory, trainer.init_state(), step=step)
     except CheckpointDamagedError as err:
-        older = [s for s in steps if s < step]
-        reason = str(err) + ("" if older else "; no earlier checkpoint is left")
-        raise ResumeError(reason, older=older[-1] if older else None) from None
+        raise ResumeError(_damaged(err, older), older=older) from None
     except CheckpointMismatchError as err:
         changed = setting_differences(saved, settings)
         detail = "; ".join(changed) if changed else "; ".join(err.differences[:3]) + " (no config)"
