@@ -283,3 +283,12 @@ def test_step_best_of_a_run_without_evaluation_is_a_clear_error(saved):
         FileNotFoundError, match=r"no evaluated checkpoint under .* \(saved: 2, 3\)"
     ):
         find_checkpoint(saved, "best")
+
+
+def test_resuming_one_checkpoint_folder_names_the_run_and_step_to_pass(tmp_path):
+    from unilab_jax.errors import ConfigError
+    from unilab_jax.training.resume import checkpoint_folder
+
+    (tmp_path / "run" / "checkpoints" / "2").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"one checkpoint: pass --resume .*run --resume-step 2"):
+        checkpoint_folder(tmp_path / "run" / "checkpoints" / "2", "--resume")

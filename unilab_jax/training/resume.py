@@ -71,7 +71,13 @@ def checkpoint_folder(path: str | Path, option: str = "resume") -> Path:
     if not directory.is_dir():
         raise ConfigError(f"{option} {path}: no such directory")
     if not any(p.name.isdigit() for p in directory.iterdir()):
-        raise ConfigError(f"{option} {path}: no checkpoint in {directory}")
+        run, hint = directory.parent.parent, ""
+        if directory.name.isdigit() and directory.parent.name == "checkpoints":
+            step = directory.name
+            hint = f"--resume {run} --resume-step {step}" if option.startswith("--") else (
+                f"resume={str(run)!r}, resume_step={step}")  # fmt: skip
+            hint = f" (it is one checkpoint: pass {hint})"
+        raise ConfigError(f"{option} {path}: no checkpoint in {directory}{hint}")
     return directory
 
 
