@@ -117,7 +117,7 @@ def latest_step(directory: str | Path) -> int | None:
 
 
 def read_meta(directory: str | Path, step: int) -> dict:
-    """The ``meta`` of checkpoint ``step``; ``CheckpointDamagedError`` when unreadable."""
+    """Checkpoint ``step``'s meta; ``CheckpointDamagedError``, or ``CheckpointError`` if older."""
     directory = Path(directory).absolute()
     folder, meta = directory / str(step), {"format": "1"}  # format 1 wrote meta.json
     if not (folder / "meta.json").exists():
