@@ -8,7 +8,7 @@ loop's update schedule:
   clipping with `torch.nn.utils.clip_grad_norm_`'s scale `min(1, max / (norm + 1e-6))`, then the
   optimiser step, which is skipped when the loss *or* the gradient norm is non-finite (the
   reference checked the loss only, so a NaN gradient could still poison its weights). Under
-  fp16 autocast a `torch.amp.GradScaler` scales the loss (`scaled_guarded_step`).
+  fp16 autocast a `torch.amp.GradScaler` scales the loss (`guarded_step(..., scaler=)`).
 - `temperature_step`: SAC's temperature step, `-alpha * entropy_error` (no clipping).
 - `adamw` / `sac_optimizers`: the learners' optimisers; `resolve_amp_dtype` and `AMP_DEVICES`:
   the reference's mixed-precision settings.
@@ -39,7 +39,6 @@ __all__ = [
     "resolve_amp_dtype",
     "run_updates",
     "sac_optimizers",
-    "scaled_guarded_step",
     "temperature_step",
 ]
 
@@ -94,18 +93,6 @@ def guarded_step(
         scaler.update()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm.detach(), stepped
-
-
-def scaled_guarded_step(
-    scaler: torch.amp.GradScaler,
-    loss: torch.Tensor,
-    params: Iterable[torch.Tensor],
-    optimizer: torch.optim.Optimizer,
-    max_grad_norm: float,
-    world_size: int = 1,
-) -> tuple[torch.Tensor, bool]:
-    """`guarded_step` with fp16 autocast's loss scaler `scaler` (see there)."""
-    return guarded_step(loss, params, optimizer, max_grad_norm, world_size, scaler)
 
 
 def temperature_step(learner: Any, entropy_error: torch.Tensor) -> torch.Tensor:

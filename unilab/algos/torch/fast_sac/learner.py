@@ -44,7 +44,7 @@ Deliberate deviations from the reference, all matching the JAX core:
   augmented rows.
 - AMP as the reference: `use_amp=True` autocasts on CUDA / XPU only (elsewhere it is ignored
   and `learner.use_amp` is False, there too), in bf16 (`amp_dtype` auto / bf16) or in fp16,
-  whose losses a `torch.amp.GradScaler` (`learner.scaler`) scales (`scaled_guarded_step`:
+  whose losses a `torch.amp.GradScaler` (`learner.scaler`) scales (`guarded_step`'s `scaler`:
   gradients unscaled before norm and clipping; a step with an overflow skipped and the scale
   halved). The reference used a scaler on CUDA only; ours on XPU's fp16 too. The CPU tests
   run both autocast paths on CPU torch by adding "cpu" to `AMP_DEVICES`. `use_compile` (CUDA
@@ -81,7 +81,6 @@ from unilab.algos.torch.common.updates import (
     metrics_to_floats,
     resolve_amp_dtype,
     sac_optimizers,
-    scaled_guarded_step,
     temperature_step,
 )
 from unilab_jax.algos.hyperparams import SACConfig
@@ -97,7 +96,6 @@ __all__ = [
     "SACCritic",
     "resolve_amp_dtype",
     "sample_tanh_gaussian",
-    "scaled_guarded_step",
 ]
 
 _DEFAULTS = SACConfig()
