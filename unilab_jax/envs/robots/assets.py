@@ -17,7 +17,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ROBOTS", "RobotAssetError", "robot_mjcf_path", "robot_model_dir"]
+__all__ = ["ROBOTS", "RobotAssetError", "package_dir", "robot_mjcf_path", "robot_model_dir"]
 
 
 class RobotAssetError(FileNotFoundError):
@@ -76,8 +76,9 @@ def _source(robot: str) -> _RobotSource:
         raise ValueError(f"Unknown robot {robot!r}; known robots: {', '.join(ROBOTS)}") from None
 
 
-def _package_dir(module: str) -> Path | None:
-    """Directory of an installed package, found without importing it."""
+def package_dir(module: str) -> Path | None:
+    """Directory of an installed package, found without importing it (None: not installed).
+    Also where the data-only packages other than robot models are found (motion clips)."""
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
@@ -105,7 +106,7 @@ def robot_model_dir(robot: str) -> Path:
     Raises :class:`RobotAssetError` (a ``FileNotFoundError``) naming the package to install.
     """
     src = _source(robot)
-    pkg = _package_dir(src.module)
+    pkg = package_dir(src.module)
     if pkg is None:
         raise _missing(src, "not installed")
     model_dir = pkg.joinpath(*src.subdir)
