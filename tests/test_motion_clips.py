@@ -170,6 +170,43 @@ def test_a_clip_whose_bodies_are_not_the_models_is_refused(raw, converted, model
 
 
 @pytest.mark.parametrize(
+    "change",
+    [
+        "quaternions xyzw",
+        "left and right legs' bodies swapped",
+        "left and right legs' joints swapped",
+        "torso 6 cm higher",
+    ],
+)
+def test_a_clip_that_does_not_fit_the_models_kinematics_is_refused(
+    converted, model, tmp_path, change
+):
+    """Without names in the file, the model's forward kinematics catches what they would."""
+    clip = {key: converted[key] for key in CLIP_KEYS}
+    if change == "quaternions xyzw":
+        clip["body_quat_w"] = converted["body_quat_w"][..., [1, 2, 3, 0]]
+    elif "bodies" in change:
+        legs = np.r_[0, 1, 8:14, 2:8, 14:31]
+        for key in ("body_pos_w", "body_quat_w", "body_lin_vel_w", "body_ang_vel_w"):
+            clip[key] = converted[key][:, legs]
+    elif change == "torso 6 cm higher":  # the tolerance is 5 cm (holosoma's clips: 1.1 cm)
+        clip["body_pos_w"] = converted["body_pos_w"].copy()
+        clip["body_pos_w"][:, 16, 2] += 0.06  # body 16: torso_link
+    else:
+        legs = np.r_[6:12, 0:6, 12:29]
+        clip["joint_pos"], clip["joint_vel"] = (
+            converted["joint_pos"][:, legs],
+            converted["joint_vel"][:, legs],
+        )
+    with pytest.raises(
+        MotionClipError, match=r"does not fit the model: at frame \d+, body '\w+' is [.\d]+ m"
+    ):
+        load_motion_clips(_write(tmp_path / "clip.npz", clip), model)
+    unnamed = {key: converted[key] for key in CLIP_KEYS}  # the same file as converted loads
+    assert load_motion_clips(_write(tmp_path / "unnamed.npz", unnamed), model).num_frames == 325
+
+
+@pytest.mark.parametrize(
     "change, message",
     [
         ("rename body torso_link", r"body\(s\) torso_link \(it has 'torso'\) are not in its body"),
@@ -212,7 +249,7 @@ def test_the_converter_refuses_a_clip_without_the_models_joints_or_bodies(
     [
         ("no body_lin_vel_w", r"lacks body_lin_vel_w of the reference's format"),
         ("nan", r": body_pos_w holds non-finite values"),
-        ("xyzw scaled", r"body_quat_w are not unit quaternions"),
+        ("quaternions scaled", r"body_quat_w are not unit quaternions"),
         ("no frames", r"holds no frames"),
         ("fps 0", r"fps must be one positive integer, got \[0\]"),
     ],
@@ -224,7 +261,7 @@ def test_the_loader_refuses_a_broken_clip(converted, model, tmp_path, change, me
     elif change == "nan":
         clip["body_pos_w"] = converted["body_pos_w"].copy()
         clip["body_pos_w"][3, 4, 1] = np.nan
-    elif change == "xyzw scaled":
+    elif change == "quaternions scaled":
         clip["body_quat_w"] = converted["body_quat_w"] * 1.01
     elif change == "no frames":
         clip = {key: value[:0] if key in CLIP_KEYS[1:] else value for key, value in clip.items()}

@@ -9,7 +9,11 @@ install needs no extra step. As the reference's loader: every clip shares one fp
 against the model before use: a clip in another layout (holosoma's raw ``[T, 36]`` joints, 51
 bodies) or whose body axis is not the model's bodies is refused in one line that gives the
 command to convert it by name (the reference's loader takes it and fails at the first reset,
-or silently reads other bodies' data).
+or silently reads other bodies' data). A clip whose bodies are not where the model's forward
+kinematics puts them from the clip's joint angles and root pose, on 8 frames, is refused too:
+quaternions read in another order (xyzw), joints or bodies in another order; a sanity check
+with tolerances of 5 cm and 0.1 rad (holosoma's clips are within 1.1 cm and 7e-4 rad of our
+G1), so bodies that move together (two wrist links) can still pass swapped.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ DEFAULT_MOTION_FILE = "holosoma:sub3_largebox_003_mj"
 
 #: A quaternion further than this from unit norm is not a rotation (float32 files: ~1e-7).
 _UNIT_TOLERANCE = 1e-3
+#: Frames of a clip checked against the model's kinematics, and how far a body may be from where
+#: the model puts it: holosoma's clips are within 1.0 cm and 6e-4 rad of our G1 (their model's
+#: torso and arms sit up to 1 cm off ours); quaternions read xyzw are off by radians.
+_KINEMATICS_FRAMES = 8
+_KINEMATICS_TOLERANCE = (0.05, 0.1)  # m, rad
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,11 @@ def _load_clip(source: str, model: mujoco.MjModel) -> dict:
         command = shlex.join(["unilab-jax", "convert-motion", source, written])
         raise MotionClipError(f"{origin} is not in the model's layout: {mismatch}; convert it by "
                               f"name first: {command}")  # fmt: skip
-    return _checked(arrays, origin)
+    clip = _checked(arrays, origin)
+    disagreement = _kinematics_mismatch(clip, model)
+    if disagreement:
+        raise MotionClipError(f"{origin} does not fit the model: {disagreement}")
+    return clip
 
 
 def _layout_mismatch(arrays: Mapping[str, np.ndarray], model: mujoco.MjModel) -> str:
@@ -150,19 +163,20 @@ def _layout_mismatch(arrays: Mapping[str, np.ndarray], model: mujoco.MjModel) ->
 def _checked(arrays: Mapping[str, np.ndarray], origin: str) -> dict:
     """The clip's arrays as float32 (``fps`` an int) after checking frames, shapes and values."""
     fps = np.ravel(arrays["fps"])
-    if fps.size != 1 or not fps[0] > 0 or fps[0] != int(fps[0]):
+    numeric = np.issubdtype(fps.dtype, np.number)
+    if fps.size != 1 or not numeric or not fps[0] > 0 or fps[0] != int(fps[0]):
         raise MotionClipError(f"{origin}: fps must be one positive integer, got {fps.tolist()}")
     clip = {"fps": int(fps[0])}
     frames = np.shape(arrays["joint_pos"])[0]
     if frames == 0:
         raise MotionClipError(f"{origin} holds no frames")
-    widths = {"joint_pos": None, "joint_vel": None, **BODY_KEYS}
-    for key, width in widths.items():
+    tails = {"joint_pos": (), "joint_vel": (), **{key: (n,) for key, n in BODY_KEYS.items()}}
+    for key, tail in tails.items():
         value = np.asarray(arrays[key])
-        if value.shape[0] != frames or (width is not None and value.shape[2:] != (width,)):
-            last = f", {width}" if width else ""
+        if value.shape[:1] != (frames,) or value.shape[2:] != tail:
+            expected = [frames, "J" if key[:5] == "joint" else "B", *tail]
             raise MotionClipError(f"{origin}: {key} is {list(value.shape)}, expected "
-                                  f"[{frames}, ...{last}] ({frames} frames)")  # fmt: skip
+                                  f"{expected} ({frames} frames)".replace("'", ""))  # fmt: skip
         if not np.all(np.isfinite(value)):
             raise MotionClipError(f"{origin}: {key} holds non-finite values")
         clip[key] = value.astype(np.float32)
@@ -171,3 +185,39 @@ def _checked(arrays: Mapping[str, np.ndarray], origin: str) -> dict:
         raise MotionClipError(f"{origin}: body_quat_w are not unit quaternions (|norm - 1| up to "
                               f"{error:.3g}); the format is wxyz rotations")  # fmt: skip
     return clip
+
+
+def _kinematics_mismatch(clip: Mapping[str, np.ndarray], model: mujoco.MjModel) -> str:
+    """Where a body of the clip is not where the model's forward kinematics puts it from the
+    clip's joint angles and its root body's pose, on a few frames ('' when all agree). Checks
+    the joint order, the body order and the wxyz quaternions of files without names too;
+    skipped for models with joints other than one free root and hinges or slides."""
+    kinds, types = model.jnt_type, mujoco.mjtJoint  # compared as ints (enum == int32 fails)
+    free = np.flatnonzero(kinds == int(types.mjJNT_FREE))
+    joints = np.flatnonzero(kinds != int(types.mjJNT_FREE))
+    simple = np.isin(kinds[joints], [int(types.mjJNT_HINGE), int(types.mjJNT_SLIDE)])
+    if free.size > 1 or not simple.all():
+        return ""
+    data, bodies = mujoco.MjData(model), clip["body_pos_w"].shape[1]
+    count = clip["joint_pos"].shape[0]
+    for frame in np.unique(np.linspace(0, count - 1, _KINEMATICS_FRAMES).astype(int)):
+        data.qpos[:] = model.qpos0
+        data.qpos[model.jnt_qposadr[joints]] = clip["joint_pos"][frame]
+        if free.size:
+            root, at = model.jnt_bodyid[free[0]], model.jnt_qposadr[free[0]]
+            data.qpos[at : at + 3] = clip["body_pos_w"][frame, root]
+            data.qpos[at + 3 : at + 7] = clip["body_quat_w"][frame, root]
+        mujoco.mj_kinematics(model, data)
+        distance = np.linalg.norm(clip["body_pos_w"][frame] - data.xpos[:bodies], axis=-1)
+        cosine = np.abs(np.sum(clip["body_quat_w"][frame] * data.xquat[:bodies], axis=-1))
+        angle = 2.0 * np.arccos(np.minimum(cosine, 1.0))
+        off = (distance > _KINEMATICS_TOLERANCE[0]) | (angle > _KINEMATICS_TOLERANCE[1])
+        if off.any():
+            body = int(np.flatnonzero(off)[0])
+            return (
+                f"at frame {frame}, body {model.body(body).name!r} is {distance[body]:.3f} m and "
+                f"{angle[body]:.2f} rad from where the model's kinematics puts it from the clip's "
+                f"joint angles and root pose (joints in the model's order, bodies in MuJoCo "
+                f"body-id order, quaternions wxyz)"
+            )
+    return ""

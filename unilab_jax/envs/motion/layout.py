@@ -53,8 +53,8 @@ class MotionClipError(ConfigError):
 
 def motion_joint_names(model: mujoco.MjModel) -> tuple[str, ...]:
     """The clip's joint columns: the model's joints other than free joints, in joint order."""
-    free = mujoco.mjtJoint.mjJNT_FREE
-    return tuple(model.joint(j).name for j in range(model.njnt) if model.jnt_type[j] != free)
+    free = int(mujoco.mjtJoint.mjJNT_FREE)
+    return tuple(model.joint(j).name for j in range(model.njnt) if int(model.jnt_type[j]) != free)
 
 
 def motion_body_names(model: mujoco.MjModel) -> tuple[str, ...]:
