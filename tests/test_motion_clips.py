@@ -327,3 +327,8 @@ def test_convert_motion_command(model, monkeypatch, tmp_path, capsys):
         capsys.readouterr().err == f"error: motion file '{tmp_path / 'none.npz'}' does not exist\n"
     )
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_names_that_repeat_are_refused():
+    with pytest.raises(MotionClipError, match=r"its body_names repeat pelvis$"):
+        name_index(["world", "pelvis", "pelvis"], ["world", "pelvis"], "body")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -51,9 +52,9 @@ def name_index(
     names: Sequence[str], wanted: Sequence[str], kind: str, origin: str = "the clip"
 ) -> np.ndarray:
     """``int32 [len(wanted)]``: where each of ``wanted`` is in ``names`` (``source[:, index]`` is
-    in ``wanted``'s order). Refuses duplicate names and names ``wanted`` lacks from ``names``."""
+    in ``wanted``'s order). Refuses repeated names and any of ``wanted`` missing from ``names``."""
     names = [str(name) for name in names]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
+    duplicates = sorted(name for name, count in Counter(names).items() if count > 1)
     if duplicates:
         raise MotionClipError(
             f"cannot convert {origin} by name: its {kind}_names repeat {', '.join(duplicates)}"
@@ -61,7 +62,7 @@ def name_index(
     where = {name: i for i, name in enumerate(names)}
     missing = [name for name in wanted if name not in where]
     if missing:
-        unused = [name for name in names if name not in set(wanted)]
+        unused = sorted(set(names) - set(wanted))  # where a renamed one would be
         close = {name: difflib.get_close_matches(name, unused, n=1) for name in missing}
         shown = ", ".join(name + (f" (it has {c[0]!r})" if c else "") for name, c in close.items())
         raise MotionClipError(
