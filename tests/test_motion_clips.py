@@ -90,7 +90,8 @@ def test_conversion_equals_the_reference_tools_output(converted):
 def test_converted_bodies_are_the_models_kinematics_with_wxyz_quaternions(raw, converted, model):
     """FK of the model from holosoma's qpos (root position, root quaternion wxyz, 29 joints)
     puts every body where the converted clip has it: the bodies are in MuJoCo order and the
-    quaternions wxyz (holosoma's FK differs by up to 1 cm at the torso and arms)."""
+    quaternions wxyz (holosoma's FK differs by up to 1 cm at the torso and arms); the velocity
+    conventions of spec/reference_tasks.md hold."""
     data = mujoco.MjData(model)
     for frame in range(0, 325, 25):
         data.qpos[:] = raw["joint_pos"][frame]
@@ -102,6 +103,15 @@ def test_converted_bodies_are_the_models_kinematics_with_wxyz_quaternions(raw, c
     assert not np.any(world)  # the world's row is holosoma's world: at rest at the origin
     assert np.all(converted["body_quat_w"][:, 0] == [1.0, 0.0, 0.0, 0.0])
     assert np.array_equal(converted["joint_pos"], raw["joint_pos"][:, 7:].astype(np.float32))
+    # joint velocities are the joint angles' time derivative (np.gradient), column for column
+    slope = np.gradient(converted["joint_pos"].astype(np.float64), 1 / 50, axis=0)
+    assert np.abs(slope - converted["joint_vel"]).max() < 1e-4
+    # angular velocities are world-frame: the pelvis's is its rotation of the root's body-frame
+    # one (holosoma's joint_vel[:, 3:6], dropped with the root's columns)
+    world = np.zeros(3)
+    for frame in range(0, 325, 25):
+        mujoco.mju_rotVecQuat(world, raw["joint_vel"][frame, 3:6], raw["body_quat_w"][frame, 1])
+        assert np.abs(converted["body_ang_vel_w"][frame, 1] - world).max() < 1e-5
 
 
 def test_a_converted_file_loads_as_the_default_clip_does(converted, model, tmp_path):
