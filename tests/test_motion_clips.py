@@ -337,6 +337,17 @@ def test_convert_motion_command(model, monkeypatch, tmp_path, capsys):
         capsys.readouterr().err == f"error: motion file '{tmp_path / 'none.npz'}' does not exist\n"
     )
     assert not (tmp_path / "x.npz").exists()
+    # named right, but its quaternions are xyzw: converted, then refused by the loader, not kept
+    raw = sources.read_motion_arrays(DEFAULT_MOTION_FILE)
+    xyzw = _write(
+        tmp_path / "xyzw.npz", {**raw, "body_quat_w": raw["body_quat_w"][..., [1, 2, 3, 0]]}
+    )
+    assert main(["convert-motion", xyzw, str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the model: at frame 0, body 'world' is 0.000 m and 3.14 rad" in err
+    assert (
+        err.endswith(f"(converted from {xyzw}; not kept)\n") and not (tmp_path / "x.npz").exists()
+    )
 
 
 def test_names_that_repeat_are_refused():
