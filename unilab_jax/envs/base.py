@@ -40,10 +40,12 @@ pieces, so task authors know which task state each piece sees):
    d. ``obs = task.observe(data, task_state)`` with the *new* task state (this is
       ``final_obs``, the true last observation of an ending episode);
    e. :func:`time_limit`: ``step_count + 1``, ``truncated = step_count >= episode_length``
-      (independent of ``terminated``), ``done = terminated | truncated``, and the step count
-      set back to 0 where ``done``;
-   f. the reset draw: :func:`draw_initial_conditions` from the reset key (what ``reset(key)``
-      draws); where ``done`` the task state becomes the fresh one;
+      or the task's own end (``task.ends_episode(task_state)`` where not terminated, e.g. a
+      motion clip's end), independent of ``terminated``; ``done = terminated | truncated``,
+      and the step count set back to 0 where ``done``;
+   f. the reset draw: :func:`draw_initial_conditions` from the reset key and the persistent
+      task state (``task.init_episode``; ``reset(key)`` draws with none); where ``done`` the
+      task state becomes the fresh one, its persistent keys kept;
 4. the backend applies the reset where ``done``: it builds the fresh physics from the drawn
    ``(qpos, qvel)`` (MJX: a fresh ``mjx.Data``, selected per leaf by :func:`auto_reset`; C
    MuJoCo: the ended rows of its batch are overwritten) and observes it with the fresh task

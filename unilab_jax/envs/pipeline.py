@@ -93,16 +93,17 @@ class EnvState:
 
 
 def draw_initial_conditions(
-    task: Task, key: jax.Array
+    task: Task, key: jax.Array, carried: Mapping[str, jax.Array] | None = None
 ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
-    """The random part of a reset: ``(qpos, qvel, task_state, carried_key)`` from ``key``.
+    """The random part of a reset: ``(qpos, qvel, task_state, carried_key)`` from ``key``
+    (:meth:`Task.init_episode`; ``carried``: the ending episode's persistent task state, None
+    at the first reset).
 
     Shared by :meth:`Env.reset` and the C-MuJoCo backend so that both backends draw exactly the
     same episode from the same key (the parity tests rely on it).
     """
     key, k_init, k_task = jax.random.split(key, 3)
-    qpos, qvel = task.init_qpos_qvel(k_init)
-    task_state = task.init_task_state(k_task)
+    qpos, qvel, task_state = task.init_episode(k_init, k_task, carried)
     return qpos, qvel, task_state, key
 
 
@@ -146,16 +147,20 @@ def time_limit(
     key: jax.Array,
     step_count: jax.Array,
     episode_length: int,
+    ended: jax.Array | None = None,
 ) -> EnvState:
     """The state after a control step, with the time limit applied; not reset yet.
 
     ``step_count`` is the count before the step. ``truncated`` (``step_count + 1 >=
-    episode_length``) is independent of ``terminated``; the returned count is already 0 where
+    episode_length``, or ``ended``: the task's own truncation, :meth:`Task.ends_episode`) is
+    independent of ``terminated``; the returned count is already 0 where
     the episode ended (the next step starts a new one). ``obs`` is also ``final_obs``:
     :func:`auto_reset` then swaps in the fresh episode's physics and observation.
     """
     step_count = step_count + 1
     truncated = step_count >= episode_length
+    if ended is not None:
+        truncated = truncated | ended
     done = terminated | truncated
     return EnvState(
         physics=physics,
@@ -201,6 +206,7 @@ def post_physics(
     reward, components = task.reward(data, action, task_state)
     terminated = jnp.asarray(task.terminated(data, task_state), bool)
     task_state = task.update_task_state(data, action, task_state, k_task)
+    ended = jnp.asarray(task.ends_episode(task_state), bool) & ~terminated
     state = time_limit(
         physics=data,
         obs=observation_groups(task, data, task_state),
@@ -211,9 +217,11 @@ def post_physics(
         key=key,
         step_count=step_count,
         episode_length=task.episode_length,
+        ended=ended,
     )
-    qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, k_reset)
-    task_state0 = {**task_state0, **{k: state.task_state[k] for k in task.persistent_state}}
+    carried = {k: state.task_state[k] for k in task.persistent_state}
+    qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, k_reset, carried)
+    task_state0 = {**task_state0, **carried}
     state = state.replace(task_state=where_done(state.done, task_state0, state.task_state))
     return state, (qpos0, qvel0)
 

@@ -164,6 +164,27 @@ class Task(abc.ABC):
         del key
         return {}
 
+    def init_episode(
+        self,
+        key_physics: jax.Array,
+        key_task: jax.Array,
+        carried: Mapping[str, jax.Array] | None,
+    ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
+        """A fresh episode's ``(qpos, qvel, task_state)``. ``carried``: the ending episode's
+        :attr:`persistent_state` (None at the first reset), for a task whose draw depends on
+        what the batch learned, such as a motion tracker's frame sampler. Default:
+        :meth:`init_qpos_qvel` from ``key_physics``, :meth:`init_task_state` from
+        ``key_task``."""
+        del carried
+        qpos, qvel = self.init_qpos_qvel(key_physics)
+        return qpos, qvel, self.init_task_state(key_task)
+
+    def ends_episode(self, task_state: dict[str, jax.Array]) -> jax.Array:
+        """The task's own truncation (a motion clip's end), from the task state after the
+        step; it counts only where the episode did not terminate. Default: never."""
+        del task_state
+        return jnp.zeros((), dtype=bool)
+
     def update_task_state(
         self,
         data: Any,

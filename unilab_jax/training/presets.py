@@ -149,6 +149,47 @@ _G1_CPU_ALGO = {
     "td3": dict(use_symmetry=True, std_min=0.05, std_max=0.4),
 }
 
+# The reference's G1 motion-tracking recipe: its SAC owner of G1MotionTrackingSAC
+# (conf/offpolicy/task/sac/g1_motion_tracking/mujoco.yaml over algo/sac.yaml, "aligned with
+# holosoma g1-29dof-wbt-fast-sac"): 2048 envs, batch 8192, 4 updates per env step, actor every
+# second update, 512 replay rows per env, discount 0.99, tau 0.05, 501 atoms on -20 to 20, widths
+# 512/768, alpha from 0.1 towards an entropy target of half the action size, gradients clipped at
+# 10, 25,000 iterations. TD3 (no reference recipe for tracking) takes the same sizes and discount.
+_TRACKING_GPU_TRAIN = dict(
+    num_envs=2048,
+    replay_buffer_n=512,
+    batch_size=8192,
+    updates_per_step=4,
+    policy_frequency=2,
+    learning_starts=1,
+    max_iterations=25000,
+    log_interval=50,
+    save_interval=1000,
+)
+_TRACKING_SUPPORT = dict(gamma=0.99, tau=0.05, num_atoms=501, v_min=-20.0, v_max=20.0)
+_TRACKING_ALGO = {
+    "sac": dict(_TRACKING_SUPPORT, alpha_init=0.1, target_entropy_ratio=0.5, max_grad_norm=10.0),
+    "td3": dict(_TRACKING_SUPPORT),
+}
+# On a CPU: C MuJoCo collection with the recipe's update rules at CPU sizes (bench/RESULTS.md,
+# notes on motion tracking).
+_TRACKING_CPU_TRAIN = dict(
+    physics="mujoco",
+    num_envs=256,
+    replay_buffer_n=512,
+    batch_size=1024,
+    updates_per_step=4,
+    policy_frequency=2,
+    learning_starts=4,
+    max_iterations=60000,
+    log_interval=200,
+    save_interval=2000,
+)
+_TRACKING_CPU_ALGO = {
+    name: dict(settings, actor_hidden_dim=256, critic_hidden_dim=512)
+    for name, settings in _TRACKING_ALGO.items()
+}
+
 _DMC_CPU_TRAIN = dict(
     num_envs=128,
     replay_buffer_n=4096,  # 524,288 rows
@@ -275,6 +316,24 @@ _PRESETS: dict[tuple[str, str], Preset] = {
             },
             "batch 512, 4 updates, widths 128/256: with 256 envs TD3 walks Go1 and G1 on a "
             "2-core CPU (bench/learning/locomotion.py)",
+        ),
+        Preset(
+            "tracking",
+            "gpu",
+            _TRACKING_GPU_TRAIN,
+            _TRACKING_ALGO,
+            "the reference's G1MotionTrackingSAC SAC owner (2048 envs, batch 8192, 4 updates, "
+            "policy frequency 2, discount 0.99, tau 0.05, 501 atoms, alpha 0.1, entropy ratio "
+            "0.5, gradient clip 10, 25,000 iterations)",
+        ),
+        Preset(
+            "tracking",
+            "cpu",
+            _TRACKING_CPU_TRAIN,
+            _TRACKING_CPU_ALGO,
+            "the reference's tracking update rules (discount 0.99, tau 0.05, 501 atoms, alpha "
+            "0.1, entropy ratio 0.5, gradient clip 10, policy frequency 2) at CPU sizes: C MuJoCo "
+            "collection, 256 envs, batch 1024, 4 updates, widths 256/512",
         ),
         Preset(
             "locomotion",

@@ -1,0 +1,238 @@
+"""Record golden data for G1MotionTrackingSAC from the REAL reference UniLab (unilabsim/UniLab @
+9aa57115), as a rollout through automatic resets.
+
+Runs ONLY in the reference's own virtual environment (its top-level package is also called
+``unilab``; never import this file from our test suite), from the repository root::
+
+    REF_VENV/bin/python bench/reference/golden_tracking.py --clip CLIP.npz \
+        --out tests/golden/reference
+
+``CLIP.npz`` is holosoma's ``sub3_largebox_003_mj.npz`` in the reference's format (converted
+by body name: ``unilab-jax convert-motion``, or the reference's own
+``scripts/motion/remap_fullbody_npz.py``; both give the same arrays). The env is built as
+``--algo sac --task g1_motion_tracking --sim mujoco`` builds it (hydra compose of
+``conf/offpolicy`` with ``algo=sac task=sac/g1_motion_tracking/mujoco`` plus
+``+env.motion_file=CLIP``, ``BackendAdapter(...).build_task_env_cfg_override()``,
+``registry.make``), with the task's own observation noise on. Recorded actions
+``clip(s N(0, 1), -1, 1)`` drive ``N`` envs for ``T`` steps; the scales make every env end at
+least once (falls and the clip's end), so the rollout runs through automatic resets. Every
+``np.random.uniform`` call and every ``np.random.choice`` of the frame sampler is logged in
+order with a tag, so our test replays observation noise, reset frames and reset noise from the
+reference's own draws. The file layout is in ``tests/golden/reference/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+# Run as a script: its folder is first on the path, the reference's ``unilab`` second.
+from golden_g1 import DEFAULT_REF_ROOT, REF_COMMIT, RngLog
+
+TASK = "G1MotionTrackingSAC"
+ENVS = 6
+STEPS = 120
+SEED = 2468
+SEED_ACTIONS = 1357
+#: Per-env action scales: the small ones track for a while, the large ones fall quickly.
+ACTION_SCALES = (0.8, 0.8, 1.0, 1.0, 1.2, 1.2)
+
+
+def compose_override(ref_root: Path, clip: Path) -> dict:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from unilab.training import BackendAdapter
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ref_root / "conf" / "offpolicy"), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                "algo=sac",
+                "task=sac/g1_motion_tracking/mujoco",
+                f"+env.motion_file={clip}",
+            ],
+        )
+    return BackendAdapter(cfg, root_dir=ref_root, algo_name="sac").build_task_env_cfg_override()
+
+
+class SamplerLog:
+    """Wraps the frame sampler's ``np.random.choice`` (bins) and logs the probabilities."""
+
+    def __init__(self, log: RngLog) -> None:
+        self.log = log
+        self._orig = np.random.choice
+
+    def __enter__(self) -> SamplerLog:
+        log = self.log
+
+        def choice(a, size=None, replace=True, p=None):
+            out = self._orig(a, size=size, replace=replace, p=p)
+            log.calls.append({"fn": "choice", "tag": log.tag, "shape": list(np.shape(out))})
+            log.values.append(np.asarray(out, dtype=np.int64))
+            log.calls.append({"fn": "choice_p", "tag": log.tag, "shape": list(np.shape(p))})
+            log.values.append(np.asarray(p, dtype=np.float64))
+            return out
+
+        np.random.choice = choice
+        return self
+
+    def __exit__(self, *exc) -> None:
+        np.random.choice = self._orig
+
+
+def record(override: dict, out: dict) -> dict:
+    from unilab.base import registry
+
+    registry.ensure_registries()
+    np.random.seed(SEED)
+    rng = np.random.default_rng(SEED_ACTIONS)
+    scales = np.asarray(ACTION_SCALES, np.float32)[None, :, None]
+    actions = np.clip(scales * rng.standard_normal((STEPS, ENVS, 29)), -1, 1).astype(np.float32)
+    with RngLog() as log, SamplerLog(log):
+        log.tag = "construct"
+        env = registry.make(
+            TASK, sim_backend="mujoco", env_cfg_override=copy.deepcopy(override), num_envs=ENVS
+        )
+        be = env._backend
+        sampler = env.motion_sampler
+        loader = env.motion_loader  # the clip as the env loaded it (the 14 tracked bodies)
+        for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w"):
+            out[f"clip.{key}"] = np.array(getattr(loader, key))
+        for key in ("body_lin_vel_w", "body_ang_vel_w"):
+            out[f"clip.{key}"] = np.array(getattr(loader, key))
+        out["clip.body_ids"] = np.array(env.body_ids)
+        out["joint_range"] = np.array(env._joint_range)
+        out["default_angles"] = np.array(env.default_angles)
+        raw_terms: dict[str, np.ndarray] = {}
+        original_fns = dict(env._active_reward_fns)
+
+        def probe(name):
+            def fn(info):
+                value = original_fns[name](info)
+                raw_terms[name] = np.array(value, dtype=np.float32)
+                return value
+
+            return fn
+
+        env._active_reward_fns = {name: probe(name) for name in original_fns}
+        scales = env.cfg.reward_config.scales
+        terms = [n for n, w in scales.items() if w != 0 and n in original_fns]
+        pool_rec: dict = {}
+        orig_pool_step = be._pool.step
+
+        def pool_step(initial_state, **kw):
+            state, sensor = orig_pool_step(initial_state, **kw)
+            pool_rec.update(control=np.array(kw["control"][:, 0, :]), state=np.array(state))
+            return state, sensor
+
+        be._pool.step = pool_step
+        log.tag = "init_state"
+        state = env.init_state()
+        n_calls_init = len(log.calls)
+        out["init.obs"] = np.array(state.obs["obs"])
+        out["init.critic"] = np.array(state.obs["critic"])
+        out["init.qpos"] = np.array(be._physics_state[:, 1 : 1 + be.nq], np.float32)
+        out["init.qvel"] = np.array(be._physics_state[:, 1 + be.nq :], np.float32)
+        out["init.frame"] = sampler.current_frames.copy()
+        rec: dict[str, list] = {}
+        resets: dict[str, list] = {"t_env": [], "obs": [], "critic": [], "qpos": [], "qvel": []}
+        rng_count = []
+
+        def push(key, value):
+            rec.setdefault(key, []).append(np.array(value))
+
+        for t in range(STEPS):
+            log.tag = f"step{t}"
+            push("qpos_before", be._physics_state[:, 1 : 1 + be.nq].astype(np.float32))
+            push("qvel_before", be._physics_state[:, 1 + be.nq :].astype(np.float32))
+            push("frame_before", sampler.current_frames)
+            push("bin_failed_before", sampler.bin_failed_count)
+            raw_terms.clear()
+            state = env.step(actions[t].copy())
+            push("ctrl", pool_rec["control"].astype(np.float32))
+            push("qpos_after", pool_rec["state"][:, 1 : 1 + be.nq])
+            push("qvel_after", pool_rec["state"][:, 1 + be.nq :])
+            for name in terms:
+                push(f"reward_raw.{name}", raw_terms[name])
+            push("reward", state.reward)
+            push("terminated", state.terminated)
+            push("truncated", state.truncated)
+            done = state.terminated | state.truncated
+            obs, critic = np.array(state.obs["obs"]), np.array(state.obs["critic"])
+            if np.any(done):
+                obs[done] = state.final_observation["obs"][done]
+                critic[done] = state.final_observation["critic"][done]
+            push("obs", obs)
+            push("critic", critic)
+            push("frame_after", sampler.current_frames)
+            push("bin_failed_after", sampler.bin_failed_count)
+            for e in np.flatnonzero(done):
+                resets["t_env"].append([t, e])
+                resets["obs"].append(np.array(state.obs["obs"][e]))
+                resets["critic"].append(np.array(state.obs["critic"][e]))
+                resets["qpos"].append(np.array(be._physics_state[e, 1 : 1 + be.nq], np.float32))
+                resets["qvel"].append(np.array(be._physics_state[e, 1 + be.nq :], np.float32))
+            rng_count.append(len(log.calls))
+        env.close()
+        for key, values in rec.items():
+            out[f"step.{key}"] = np.stack(values)
+        out["step.action"] = actions
+        for key, values in resets.items():
+            out[f"reset.{key}"] = np.stack(values)
+        for i, value in enumerate(log.values):
+            out[f"rng.{i:04d}"] = value
+    ended = np.unique(out["reset.t_env"][:, 1])
+    if len(ended) != ENVS:
+        raise SystemExit(f"only envs {ended.tolist()} reset: lengthen the rollout")
+    return {
+        "num_envs": ENVS,
+        "num_steps": STEPS,
+        "seed_numpy_global": SEED,
+        "seed_actions_default_rng": SEED_ACTIONS,
+        "action_scales": list(ACTION_SCALES),
+        "rng_calls": log.calls,
+        "rng_calls_before_first_step": n_calls_init,
+        "rng_calls_after_step": rng_count,
+        "reward_terms": terms,
+        "reward_weights": {n: float(scales[n]) for n in terms},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="output folder (tests/golden/reference)")
+    parser.add_argument("--clip", required=True, type=Path, help="the converted clip (.npz)")
+    parser.add_argument("--ref-root", default=DEFAULT_REF_ROOT, type=Path)
+    args = parser.parse_args()
+    import mujoco
+
+    override = compose_override(args.ref_root, args.clip.resolve())
+    out: dict[str, np.ndarray] = {}
+    rollout = record(override, out)
+    cfg = override
+    meta = {
+        "task": TASK,
+        "reference": {"repo": "unilabsim/UniLab", "commit": REF_COMMIT, "license": "Apache-2.0"},
+        "mujoco_uni_version": mujoco.__version__,
+        "numpy_version": np.__version__,
+        "python": sys.version.split()[0],
+        "clip": args.clip.name,
+        "env_cfg_override": json.loads(json.dumps(cfg, default=str)),
+        "rollout": rollout,
+        "regenerate": "REF_VENV/bin/python bench/reference/golden_tracking.py --clip CLIP.npz "
+        "--out tests/golden/reference",
+    }
+    out["meta_json"] = np.array(json.dumps(meta))
+    path = Path(args.out) / f"{TASK}.npz"
+    np.savez_compressed(path, **out)
+    print(f"wrote {path}: {len(out)} arrays, resets {len(out['reset.t_env'])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""G1MotionTrackingSAC on both physics: its MJX step against the reference's recorded rollout,
+the clip's end and a fall ending episodes on MJX, sizes, the config's refusals, and a C MuJoCo
+rollout through resets with the sampler's failure rates moving. Agreement with the reference's
+own env through resets on C MuJoCo is ``tests/test_reference_tracking.py``.
+
+One MJX program is compiled (``jit(env.step_batch)`` at the golden file's 6 envs; the states
+are built without compiling ``reset``, whose program costs as much again).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_reference_tracking import golden
+
+from unilab_jax.envs import load, make
+from unilab_jax.envs.base import Env, EnvState
+
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        importlib.util.find_spec("holosoma") is None,
+        reason="the default clip ships with holosoma: pip install --no-deps holosoma==0.0.3",
+    ),
+]
+
+#: Steps of the recorded rollout the MJX step is compared over (every env's first episode
+#: lasts longer: the first reset is at step 8).
+MJX_STEPS = 6
+
+
+@functools.cache
+def shared() -> tuple[Env, object]:
+    env = load("G1MotionTrackingSAC")
+    return env, jax.jit(env.step_batch)
+
+
+def states(env: Env, qpos, qvel, frame, step_count, key) -> EnvState:
+    """A batch at ``(qpos, qvel)`` tracking ``frame``, in ``reset``'s structure and dtypes."""
+    n = len(qpos)
+    keys = jax.random.split(key, n)
+    like = jax.eval_shape(jax.vmap(env.reset), keys)
+    blank = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)
+    physics = jax.tree.map(
+        lambda x: jnp.broadcast_to(x, (n, *x.shape)), env.physics._template
+    ).replace(qpos=jnp.asarray(qpos, jnp.float32), qvel=jnp.asarray(qvel, jnp.float32))
+    frame = jnp.asarray(frame, jnp.int32)
+    task_state = {
+        **blank.task_state,
+        "frame": frame,
+        "obs_frame": frame,
+        "tracked_frame": frame,
+        "clip_end": jnp.full((n,), env.task.num_frames - 1, jnp.int32),
+        "noise_key": keys,
+    }
+    return blank.replace(
+        physics=physics,
+        task_state=task_state,
+        step_count=jnp.asarray(step_count, jnp.int32),
+        key=keys,
+    )
+
+
+@pytest.fixture(scope="module")
+def mjx_rollout():
+    """The recorded rollout's first steps on MJX, carrying MJX's own state."""
+    arrays, _ = golden()
+    env, step = shared()
+    n = arrays["init.qpos"].shape[0]
+    state = states(
+        env,
+        arrays["init.qpos"],
+        arrays["init.qvel"],
+        arrays["init.frame"],
+        jnp.zeros(n),
+        jax.random.PRNGKey(0),
+    )
+    out = []
+    for t in range(MJX_STEPS):
+        qpos = np.asarray(state.physics.qpos)
+        state = step(state, jnp.asarray(arrays["step.action"][t]))
+        out.append((qpos, state))
+    return out
+
+
+def test_mjx_follows_the_reference_rollout(mjx_rollout):
+    """MJX (float32, MuJoCo 3.17's JAX implementation) against the reference's C MuJoCo over
+    the first 6 steps of full-scale random actions: most of the state within 1e-4 and all of
+    it within 5e-2 (a light wrist driven against its 5 N m limit parts most), the clean critic
+    observation (noise is drawn by each side) likewise within 2e-3 and 2 (joint velocities),
+    every reward term and the reward within 3%, the same terminations and truncations."""
+    arrays, meta = golden()
+    for t, (qpos, state) in enumerate(mjx_rollout):
+        error = np.abs(qpos - arrays["step.qpos_before"][t])
+        assert np.median(error) < 1e-4 and error.max() < 5e-2, (t, error.max())
+        critic = np.abs(np.asarray(state.final_obs["critic"]) - arrays["step.critic"][t])
+        assert np.median(critic) < 2e-3 and critic.max() < 2.0, (t, critic.max())
+        np.testing.assert_allclose(state.reward, arrays["step.reward"][t], rtol=3e-2, atol=3e-4)
+        np.testing.assert_array_equal(state.terminated, arrays["step.terminated"][t])
+        np.testing.assert_array_equal(state.truncated, arrays["step.truncated"][t])
+        for name in meta["rollout"]["reward_terms"]:
+            ours = np.asarray(state.metrics[f"reward/{name}"])
+            weight = meta["rollout"]["reward_weights"][name] * 0.02
+            ref = arrays[f"step.reward_raw.{name}"][t] * weight
+            np.testing.assert_allclose(ours, ref, rtol=3e-2, atol=1e-4, err_msg=name)
+
+
+def test_mjx_ends_episodes_at_the_clip_end_and_on_a_fall():
+    """Env 0 tracks the clip's last frame: its next step is truncated, not terminated, and it
+    restarts at a drawn frame; env 1 starts half a metre below the clip's anchor height:
+    terminated. Every leaf stays finite, the sizes are the reference's."""
+    arrays, _ = golden()
+    env, step = shared()
+    frame = np.array(arrays["init.frame"])
+    frame[0] = env.task.num_frames - 1
+    zero = np.zeros(6, np.float32)
+    exact = [env.task.reference_state(f, zero, zero, np.zeros(29, np.float32)) for f in frame]
+    qpos, qvel = (np.stack([np.asarray(s[i]) for s in exact]) for i in (0, 1))
+    qpos[1, 2] -= 0.6
+    state = states(env, qpos, qvel, frame, np.zeros(6), jax.random.PRNGKey(1))
+    after = step(state, jnp.zeros((6, 29)))
+    assert after.obs["obs"].shape == (6, 160) and after.obs["critic"].shape == (6, 289)
+    assert bool(after.truncated[0]) and not bool(after.terminated[0])
+    assert bool(after.terminated[1])
+    restarted = np.asarray(after.task_state["frame"])[:2]
+    assert np.all(restarted == np.asarray(after.task_state["obs_frame"])[:2])
+    assert np.all(np.asarray(after.step_count)[:2] == 0)
+    # The failure rates moved for the one terminated episode, in the bin of its frame.
+    rates = np.asarray(after.task_state["sampler_failures"])
+    assert np.all(rates == rates[0]) and rates[0].sum() == pytest.approx(0.001)
+    assert rates[0].argmax() == frame[1] * env.task.bins // env.task.num_frames
+    for leaf in jax.tree.leaves(after):
+        assert np.all(np.isfinite(np.asarray(leaf, np.float64))), "a non-finite leaf"
+
+
+def test_c_mujoco_rollout_resets_and_moves_the_sampler():
+    """C MuJoCo collection: 300 zero-action steps of 8 envs end episodes (falls and clip
+    ends), every observation finite, the failure rates (the batch's) moved off zero."""
+    env = make("G1MotionTrackingSAC", num_envs=8, sim_backend="mujoco", seed=3)
+    try:
+        state = env.init_state()
+        ended = 0
+        for _ in range(300):
+            state = env.step(np.zeros((8, 29), np.float32))
+            ended += int(np.sum(state.terminated | state.truncated))
+            assert np.all(np.isfinite(state.obs["obs"])) and np.all(np.isfinite(state.reward))
+        rates = np.asarray(env.snapshot()["task_state"]["sampler_failures"])
+    finally:
+        env.close()
+    assert ended >= 8
+    assert np.all(rates == rates[0]) and rates[0].sum() > 0
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"sampling_mode": "nearest"}, "sampling_mode='nearest' is not one of"),
+        ({"truncate_on_clip_end": False}, "truncate_on_clip_end=False"),
+        ({"anchor_body": "head_link"}, "anchor_body 'head_link' is not one of body_names"),
+        ({"ee_body_names": ("left_toe",)}, r"ee_body_names \['left_toe'\] are not in body_names"),
+    ],
+)
+def test_bad_settings_are_refused_before_anything_is_built(override, message):
+    with pytest.raises(ValueError, match=message):
+        load("G1MotionTrackingSAC", override)
