@@ -5,7 +5,7 @@ Runs ONLY in the reference's own virtual environment (its top-level package is a
 ``unilab``; never import this file from our test suite), from the repository root::
 
     REF_VENV/bin/python bench/reference/golden_tracking.py --clip CLIP.npz \
-        --out tests/golden/reference
+        --task G1MotionTrackingSAC --out tests/golden/reference
 
 ``CLIP.npz`` is holosoma's ``sub3_largebox_003_mj.npz`` in the reference's format (converted
 by body name: ``unilab-jax convert-motion``, or the reference's own
@@ -34,7 +34,8 @@ import numpy as np
 # Run as a script: its folder is first on the path, the reference's ``unilab`` second.
 from golden_g1 import DEFAULT_REF_ROOT, REF_COMMIT, RngLog
 
-TASK = "G1MotionTrackingSAC"
+#: Our task name -> the reference's Hydra task (its SAC owner).
+TASKS = {"G1MotionTrackingSAC": "sac/g1_motion_tracking/mujoco"}
 ENVS = 6
 STEPS = 120
 SEED = 2468
@@ -43,7 +44,7 @@ SEED_ACTIONS = 1357
 ACTION_SCALES = (0.8, 0.8, 1.0, 1.0, 1.2, 1.2)
 
 
-def compose_override(ref_root: Path, clip: Path) -> dict:
+def compose_override(ref_root: Path, task: str, clip: Path) -> dict:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from unilab.training import BackendAdapter
@@ -86,7 +87,7 @@ class SamplerLog:
         np.random.choice = self._orig
 
 
-def record(override: dict, out: dict) -> dict:
+def record(task: str, override: dict, out: dict) -> dict:
     from unilab.base import registry
 
     registry.ensure_registries()
@@ -97,14 +98,13 @@ def record(override: dict, out: dict) -> dict:
     with RngLog() as log, SamplerLog(log):
         log.tag = "construct"
         env = registry.make(
-            TASK, sim_backend="mujoco", env_cfg_override=copy.deepcopy(override), num_envs=ENVS
+            task, sim_backend="mujoco", env_cfg_override=copy.deepcopy(override), num_envs=ENVS
         )
         be = env._backend
         sampler = env.motion_sampler
         loader = env.motion_loader  # the clip as the env loaded it (the 14 tracked bodies)
-        for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w"):
-            out[f"clip.{key}"] = np.array(getattr(loader, key))
-        for key in ("body_lin_vel_w", "body_ang_vel_w"):
+        for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w",
+                    "body_ang_vel_w"):  # fmt: skip
             out[f"clip.{key}"] = np.array(getattr(loader, key))
         out["clip.body_ids"] = np.array(env.body_ids)
         out["joint_range"] = np.array(env._joint_range)
@@ -209,15 +209,16 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="output folder (tests/golden/reference)")
     parser.add_argument("--clip", required=True, type=Path, help="the converted clip (.npz)")
     parser.add_argument("--ref-root", default=DEFAULT_REF_ROOT, type=Path)
+    parser.add_argument("--task", default="G1MotionTrackingSAC", choices=sorted(TASKS))
     args = parser.parse_args()
     import mujoco
 
-    override = compose_override(args.ref_root, args.clip.resolve())
+    override = compose_override(args.ref_root, args.task, args.clip.resolve())
     out: dict[str, np.ndarray] = {}
-    rollout = record(override, out)
+    rollout = record(args.task, override, out)
     cfg = override
     meta = {
-        "task": TASK,
+        "task": args.task,
         "reference": {"repo": "unilabsim/UniLab", "commit": REF_COMMIT, "license": "Apache-2.0"},
         "mujoco_uni_version": mujoco.__version__,
         "numpy_version": np.__version__,
@@ -226,10 +227,10 @@ def main() -> None:
         "env_cfg_override": json.loads(json.dumps(cfg, default=str)),
         "rollout": rollout,
         "regenerate": "REF_VENV/bin/python bench/reference/golden_tracking.py --clip CLIP.npz "
-        "--out tests/golden/reference",
+        "--task G1MotionTrackingSAC --out tests/golden/reference",
     }
     out["meta_json"] = np.array(json.dumps(meta))
-    path = Path(args.out) / f"{TASK}.npz"
+    path = Path(args.out) / f"{args.task}.npz"
     np.savez_compressed(path, **out)
     print(f"wrote {path}: {len(out)} arrays, resets {len(out['reset.t_env'])}")
 

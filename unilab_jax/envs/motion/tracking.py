@@ -65,6 +65,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 
 from unilab_jax.envs.base import Task
@@ -106,8 +107,8 @@ class G1MotionTracking(Task):
         if isinstance(config.motion_file, list):  # several clips, as JSON or the facade give them
             config = dataclasses.replace(config, motion_file=tuple(config.motion_file))
         _check(config)
-        model = build_g1_model()
-        super().__init__(config, model)
+        super().__init__(config, self.build_model(config))
+        model = self.model
         c = self.config
         self.clips: MotionClips = load_motion_clips(c.motion_file, model)
         names = [model.body(i).name for i in range(model.nbody)]
@@ -148,6 +149,13 @@ class G1MotionTracking(Task):
             "joint_angle": c.noise_joint_angle,
             "joint_vel": c.noise_joint_vel,
         }
+
+    @classmethod
+    def build_model(cls, config: TrackingConfig) -> mujoco.MjModel:
+        """The task's MuJoCo model: G1WalkFlat's (the reference's ``scene_flat.xml``); a
+        profile on another scene or time step overrides this."""
+        del config
+        return build_g1_model()
 
     @property
     def default_pose(self) -> jax.Array:
