@@ -318,7 +318,8 @@ def test_the_export_wraps_the_algorithms_one_torch_actor(sac_policy, td3_policy,
 def test_a_robots_joint_targets_are_recorded_as_an_affine_clip():
     """Go1's ``ctrl_from_action`` (joint position targets around the default pose) is what
     the metadata's ``affine_clipped`` formula says, at the default pose and at the bounds."""
-    _, scaling = export.env_description("Go1JoystickFlat", None, 48, 12)
+    _, scaling, data = export.env_description("Go1JoystickFlat", None, 48, 12)
+    assert data is None  # a locomotion task is built from no data
     assert scaling["kind"] == "affine_clipped" and scaling["action_scale"] == 0.3
     bias, lo, hi = (np.array(scaling[k]) for k in ("action_bias", "ctrl_min", "ctrl_max"))
     assert bias.shape == lo.shape == hi.shape == (12,)

@@ -168,3 +168,14 @@ def test_c_mujoco_rollout_resets_and_moves_the_sampler():
 def test_bad_settings_are_refused_before_anything_is_built(override, message):
     with pytest.raises(ValueError, match=message):
         load("G1MotionTrackingSAC", override)
+
+
+def test_an_exported_policy_names_its_clip_and_action_rule():
+    from unilab_jax.policy.export.metadata import env_description
+
+    clip = "holosoma:sub3_largebox_003_mj"
+    _, scaling, data = env_description("G1MotionTrackingSAC", {"motion_file": [clip]}, 160, 29)
+    assert data["motion_files"] == [clip] and data["clip_frames"] == [325] and data["fps"] == 50
+    assert data["anchor_body"] == "torso_link" and len(data["body_names"]) == 14
+    assert len(data["sha256"]) == 64
+    assert scaling["kind"] == "affine_clipped" and scaling["action_scale"] == 2.0

@@ -179,6 +179,11 @@ class Task(abc.ABC):
         qpos, qvel = self.init_qpos_qvel(key_physics)
         return qpos, qvel, self.init_task_state(key_task)
 
+    def data_description(self) -> dict[str, Any] | None:
+        """The data the task was built from (a motion tracker's clips), JSON-serialisable, for
+        an exported policy's metadata; None (default): none."""
+        return None
+
     def ends_episode(self, task_state: dict[str, jax.Array]) -> jax.Array:
         """The task's own truncation (a motion clip's end), from the task state after the
         step; it counts only where the episode did not terminate. Default: never."""

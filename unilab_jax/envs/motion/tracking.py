@@ -61,6 +61,7 @@ here, with that message).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 import jax
@@ -156,6 +157,23 @@ class G1MotionTracking(Task):
         profile on another scene or time step overrides this."""
         del config
         return build_g1_model()
+
+    def data_description(self) -> dict[str, Any]:
+        """The clips the policy tracks (an exported policy's metadata names them): the
+        ``motion_file`` entries, their frames and fps, the tracked bodies and the anchor, and a
+        SHA-256 of the clips' joint and body arrays as loaded."""
+        clips = self.clips
+        digest = hashlib.sha256()
+        for array in (clips.joint_pos, clips.joint_vel, clips.body_pos_w, clips.body_quat_w):
+            digest.update(np.ascontiguousarray(array, np.float32).tobytes())
+        return {
+            "motion_files": list(clips.files),
+            "clip_frames": [int(n) for n in clips.clip_lengths],
+            "fps": int(clips.fps),
+            "anchor_body": self.config.anchor_body,
+            "body_names": list(self.config.body_names),
+            "sha256": digest.hexdigest(),
+        }
 
     @property
     def default_pose(self) -> jax.Array:

@@ -3,10 +3,11 @@
 - ``export_metadata``: the one JSON-serialisable dict each format stores (task, algorithm,
   iteration, input and output, normaliser, network, unilab_jax version, the run's
   configuration);
-- ``env_description``: what the network's input is (the env's raw ``"obs"`` group) and how
+- ``env_description``: what the network's input is (the env's raw ``"obs"`` group), how
   the env maps the policy's action in [-1, 1] to actuator controls (``action_scaling``: the
   identity, an adapter's pass-through, a task's ``clip(bias + scale * action, lo, hi)`` found
-  by ``_affine_scaling`` at probe actions, or the name of the task's own method).
+  by ``_affine_scaling`` at probe actions, or the name of the task's own method), and the data
+  the task was built from (``task_data``: a motion tracker's clips; ``Task.data_description``).
 
 ``unilab_jax.policy.export`` describes where each format keeps it.
 """
@@ -23,9 +24,10 @@ __all__ = ["export_metadata"]
 
 def env_description(
     env_name: str, overrides: dict | None, obs_dim: int, action_dim: int
-) -> tuple[dict, dict]:
-    """``(observation layout, action scaling)``: what the network's input is, and how the env
-    turns the policy's action in [-1, 1] into actuator controls."""
+) -> tuple[dict, dict, dict | None]:
+    """``(observation layout, action scaling, task data)``: what the network's input is, how
+    the env turns the policy's action in [-1, 1] into actuator controls, and the data the task
+    was built from (None: none)."""
     from unilab_jax.envs.adapters import ADAPTER_PREFIXES
     from unilab_jax.envs.base import Task
     from unilab_jax.envs.registry import make_task
@@ -46,8 +48,9 @@ def env_description(
             "action_bias": 0.0,
             "description": f"{in_range}, then passes it to the wrapped Playground / Brax "
             "environment's step unchanged (any scaling is that environment's own)",
-        }
+        }, None
     task = make_task(env_name, overrides)
+    data = task.data_description()
     cls = type(task)
     # The tasks name no observation entries; each documents its layout in its docstring.
     observation["documented_in"] = f"{cls.__module__}.{cls.__qualname__}"
@@ -58,13 +61,13 @@ def env_description(
             "action_bias": 0.0,
             "description": f"{in_range}; the actuator controls are the action itself "
             "(ctrl = action)",
-        }
+        }, data
     # A task with a mapping of its own: described as clip(bias + scale * action, lo, hi) when
     # that is what it computes (the robot tasks' joint position targets), checked at sample
     # actions; otherwise the metadata names the method.
     where = f"{cls.__module__}.{cls.__qualname__}.ctrl_from_action"
     described = {"kind": "task_specific", "description": f"{in_range}; then {where}"}
-    return observation, _affine_scaling(task, action_dim, in_range, where) or described
+    return observation, _affine_scaling(task, action_dim, in_range, where) or described, data
 
 
 def _affine_scaling(task: Any, action_dim: int, in_range: str, where: str) -> dict | None:
@@ -116,7 +119,7 @@ def export_metadata(policy: Any, fmt: str, architecture: dict | None = None) -> 
         architecture, _ = actor_structure(policy)
     train = dict(policy.config.get("train") or {})
     normalize = architecture["normalize"]
-    observation, action_scaling = env_description(
+    observation, action_scaling, task_data = env_description(
         policy.env, train.get("env_overrides"), policy.obs_dim, policy.action_dim
     )
     actor_cls = get_algo(policy.algo).torch_actor_class()
@@ -140,6 +143,7 @@ def export_metadata(policy: Any, fmt: str, architecture: dict | None = None) -> 
         },
         "observation": observation,
         "action_scaling": action_scaling,
+        "task_data": task_data,
         "normalizer": {
             "included": bool(normalize),
             "formula": f"(obs - mean) / (sqrt(var) + {architecture['obs_eps']})"
