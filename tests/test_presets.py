@@ -19,6 +19,7 @@ from unilab_jax.training.presets import _PRESETS, family_of, get_preset, preset_
         ("playground/FishSwim", "dm_control"),
         ("Go1JoystickFlat", "locomotion"),
         ("G1WalkFlat", "locomotion"),
+        ("G1WalkRough", "locomotion"),
         ("playground/Go1JoystickFlatTerrain", "locomotion"),
         ("playground/G1JoystickRoughTerrain", "locomotion"),
         ("brax/ant", "brax"),
@@ -81,6 +82,22 @@ def test_the_references_g1_trains_with_symmetry_on_a_cpu():
         assert "use_symmetry" not in preset_configs(env, "sac", "cpu")[1]
     off = preset_configs("G1WalkFlat", "sac", "cpu", algo_settings={"use_symmetry": False})[1]
     assert off["use_symmetry"] is False  # a given value wins
+
+
+def test_g1_on_rough_ground_takes_g1_on_flat_grounds_presets():
+    """The reference's G1WalkRough task file is G1WalkFlat's but for the task name: the same
+    recipe and penalty weights, on every scale and algorithm."""
+    for scale in ("cpu", "gpu"):
+        flat, rough = get_preset("G1WalkFlat", scale), get_preset("G1WalkRough", scale)
+        assert rough == flat
+        for algo in ("sac", "td3", "flash_sac"):
+            assert (
+                preset_configs("G1WalkRough", algo, scale)[1]
+                == preset_configs("G1WalkFlat", algo, scale)[1]
+            )
+            rough_config = preset_configs("G1WalkRough", algo, scale)[0]
+            flat_config = preset_configs("G1WalkFlat", algo, scale)[0]
+            assert dataclasses.replace(rough_config, env="G1WalkFlat") == flat_config
 
 
 def test_g1_trains_on_the_penalty_weights_the_reference_trains_with():

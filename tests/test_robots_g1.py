@@ -1,6 +1,7 @@
 """Smoke tests of the G1WalkFlat task (the reference's G1, model from the ``mjlab`` package):
-sizes, a reset, random-action rollouts on both backends, termination, the penalty curriculum's
-batch carry. Agreement with the reference itself is ``tests/test_reference_g1.py``.
+sizes, a reset, random-action rollouts on both backends (on C MuJoCo G1WalkRough's too),
+termination, the penalty curriculum's batch carry. Agreement with the reference itself is
+``tests/test_reference_g1.py``.
 
 The MJX step is the one compiled program ``tests/g1_mjx.py`` shares with the golden tests (the
 persistent compile cache); the long rollout runs on C MuJoCo, whose steps cost milliseconds.
@@ -100,12 +101,13 @@ def test_mjx_random_actions_stay_finite_and_the_terms_sum_to_the_reward(mjx_roll
         assert bool(jnp.all(state.reward < 0.37))
 
 
-@pytest.fixture(scope="module")
-def c_rollout(env):
-    """C MuJoCo: 8 envs, 150 steps of +-1 random actions (falls: episodes end and reset)."""
+@pytest.fixture(scope="module", params=["G1WalkFlat", "G1WalkRough"])
+def c_rollout(request):
+    """C MuJoCo: 8 envs, 150 steps of +-1 random actions (falls: episodes end and reset), on
+    both floors."""
     from unilab_jax.envs import make
 
-    venv = make("G1WalkFlat", NUM_ENVS, sim_backend="mujoco", nthread=1)
+    venv = make(request.param, NUM_ENVS, sim_backend="mujoco", nthread=1)
     rng = np.random.default_rng(0)
     steps = []
     try:

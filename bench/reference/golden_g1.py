@@ -1,17 +1,24 @@
-"""Record golden data for G1WalkFlat from the REAL reference UniLab (unilabsim/UniLab @ 9aa57115).
+"""Record golden data for G1WalkFlat or G1WalkRough from the REAL reference UniLab
+(unilabsim/UniLab @ 9aa57115).
 
 Runs ONLY in the reference's own virtual environment (its top-level package is also called
 ``unilab``; never import this file from our test suite)::
 
     /work/ref/venv/bin/python bench/reference/golden_g1.py --out tests/golden/reference
+    /work/ref/venv/bin/python bench/reference/golden_g1.py --task G1WalkRough \
+        --out tests/golden/reference
 
-It builds the env exactly as ``--algo td3 --task g1_walk_flat --sim mujoco`` does: Hydra compose
-of ``conf/offpolicy`` with ``algo=td3 task=td3/g1_walk_flat/mujoco``, ``BackendAdapter(...)
-.build_task_env_cfg_override()``, then ``registry.make("G1WalkFlat", sim_backend="mujoco", ...)``.
+It builds the env exactly as the reference's training command does (:data:`RECORDINGS`: for
+G1WalkFlat ``--algo td3 --task g1_walk_flat --sim mujoco``): Hydra compose of
+``conf/offpolicy`` with ``algo=<algo> task=<task file>``, ``BackendAdapter(...)
+.build_task_env_cfg_override()``, then ``registry.make(<task>, sim_backend="mujoco", ...)``.
 Everything random comes from NumPy's global RNG, seeded here before each construction. Every
 ``np.random.*`` call the reference makes is logged (in call order) so that resets and
 observation noise can be replayed exactly. The spec is ``/work/ref/spec_g1.md``; the file layout
-is documented in ``tests/golden/reference/README.md``.
+is documented in ``tests/golden/reference/README.md``. G1WalkRough's env is G1WalkFlat's on
+another scene, so its file holds what the scene changes: the model (height field included), the
+mirror map and a longer rollout through automatic resets; noise, the 64-reset section and the
+curriculum rule are G1WalkFlat's.
 """
 
 from __future__ import annotations
@@ -21,15 +28,49 @@ import copy
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 REF_COMMIT = "9aa57115"
 DEFAULT_REF_ROOT = "/work/ref/UniLab"
-TASK = "G1WalkFlat"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What is recorded for one task, and how its env is built."""
+
+    algo: str
+    """Hydra ``algo=`` (the task file's owner)."""
+    task_file: str
+    """Hydra ``task=``."""
+    rollout_steps: int
+    """Steps of the rollout (``step.*``); long enough that every env resets at least once."""
+    flat_sections: bool
+    """Also the noise, 64-reset and curriculum sections (the env code both tasks share)."""
+    rollout_overrides: tuple[str, ...] = ()
+    """Hydra overrides of the rollout's env, beyond the noise off."""
+
+
+RECORDINGS = {
+    "G1WalkFlat": Recording("td3", "td3/g1_walk_flat/mujoco", 60, True),
+    # Short episodes that end in resets long before a fall turns chaotic: a 1-ulp difference
+    # in a reset state (float32 here, float64 there) grows about e-fold every 5 control steps
+    # on the rough floor, so a test carrying its own state stays near the reference only for
+    # 20-odd steps. The pelvis below 0.74 m terminates (a dip, on the way to a fall) and 20
+    # steps (0.4 s) truncate; both are config fields on both sides.
+    "G1WalkRough": Recording(
+        "sac",
+        "sac/g1_walk_rough/mujoco",
+        100,
+        False,
+        ("reward.min_base_height=0.74", "++env.max_episode_seconds=0.4"),
+    ),
+}
+TASK = "G1WalkFlat"  # set by main() from --task
 ROLLOUT_ENVS = 8
-ROLLOUT_STEPS = 60
+ROLLOUT_STEPS = 60  # set by main() from RECORDINGS
 NOISE_ENVS = 4
 NOISE_STEPS = 5
 RESET_ENVS = 64
@@ -97,14 +138,15 @@ def compose_override(ref_root: Path, extra: list[str]) -> tuple[dict, object]:
     from hydra.core.global_hydra import GlobalHydra
     from unilab.training import BackendAdapter
 
+    recording = RECORDINGS[TASK]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(ref_root / "conf" / "offpolicy"), version_base="1.3"):
         cfg = compose(
             config_name="config",
-            overrides=["algo=td3", "task=td3/g1_walk_flat/mujoco", *extra],
+            overrides=[f"algo={recording.algo}", f"task={recording.task_file}", *extra],
         )
-    override = BackendAdapter(cfg, root_dir=ref_root, algo_name="td3").build_task_env_cfg_override()
-    return override, cfg
+    adapter = BackendAdapter(cfg, root_dir=ref_root, algo_name=recording.algo)
+    return adapter.build_task_env_cfg_override(), cfg
 
 
 def make_env(override: dict, num_envs: int):
@@ -233,6 +275,15 @@ MODEL_FIELDS = (
     "sensor_intprm",
     "exclude_signature",
 )
+#: Recorded too where the model has a height field (G1WalkRough's floor).
+HFIELD_FIELDS = (
+    "geom_dataid",
+    "hfield_size",
+    "hfield_nrow",
+    "hfield_ncol",
+    "hfield_adr",
+    "hfield_data",
+)
 
 
 # --------------------------------------------------------------------------- sections
@@ -249,7 +300,7 @@ def record_model(env, out: dict) -> dict:
         "actuator_gainprm": np.array(m.actuator_gainprm[:, :3]),
         "actuator_biasprm": np.array(m.actuator_biasprm[:, :3]),
     }
-    for f in MODEL_FIELDS:
+    for f in MODEL_FIELDS + (HFIELD_FIELDS if m.nhfield else ()):
         fields[f] = np.array(getattr(m, f))
     for k, v in fields.items():
         out[f"model.{k}"] = v
@@ -398,13 +449,18 @@ def record_rollout(override: dict, out: dict) -> dict:
         calls = rng_log.calls
         for i, v in enumerate(rng_log.values):
             out[f"rollout_rng.{i:04d}"] = v
+        max_episode_steps = int(env.cfg.max_episode_steps)
+        min_base_height = float(env._reward_cfg.min_base_height)
     env.close()
-    terminated = np.stack(rec["terminated"])
+    terminated, truncated = np.stack(rec["terminated"]), np.stack(rec["truncated"])
     return {
+        "max_episode_steps": max_episode_steps,
+        "min_base_height": min_base_height,
         "seed_numpy_global": SEED_ROLLOUT,
         "seed_actions_default_rng": SEED_ACTIONS,
         "actions": "clip(s*N(0,1),-1,1) float32, default_rng(seed).standard_normal((T,N,29)), "
         "s=0.5 for envs 0-3 and 1.5 for envs 4-7",
+        "envs_reset": sorted({int(e) for e in np.nonzero(terminated | truncated)[1]}),
         "num_envs": ROLLOUT_ENVS,
         "num_steps": ROLLOUT_STEPS,
         "noise_level": 0.0,
@@ -558,15 +614,22 @@ def record_symmetry(env, out: dict) -> dict:
 
 # --------------------------------------------------------------------------- main
 def main() -> None:
+    global TASK, ROLLOUT_STEPS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="output folder (tests/golden/reference)")
+    parser.add_argument("--task", choices=sorted(RECORDINGS), default="G1WalkFlat")
     parser.add_argument("--ref-root", default=os.environ.get("UNILAB_REF_ROOT", DEFAULT_REF_ROOT))
     args = parser.parse_args()
     ref_root = Path(args.ref_root)
+    TASK, recording = args.task, RECORDINGS[args.task]
+    ROLLOUT_STEPS = recording.rollout_steps
 
     import mujoco
 
     override, hydra_cfg = compose_override(ref_root, ["env.noise_config.level=0.0"])
+    override_rollout, _ = compose_override(
+        ref_root, ["env.noise_config.level=0.0", *recording.rollout_overrides]
+    )
     override_noise, _ = compose_override(ref_root, [])
     original_scales = dict(override["reward_config"]["scales"])
 
@@ -582,10 +645,18 @@ def main() -> None:
     initial_scales = dict(env._reward_cfg.scales)
     env.close()
 
-    rollout_meta = record_rollout(override, out)
-    noise_meta = record_noise(override_noise, out)
-    reset_meta = record_resets(override, out)
-    curriculum_meta = record_curriculum(override, out)
+    rollout_meta = record_rollout(override_rollout, out)
+    if recording.rollout_overrides:
+        rollout_meta["hydra_overrides"] = list(recording.rollout_overrides)
+    sections = {}
+    if recording.flat_sections:
+        sections = {
+            "noise": record_noise(override_noise, out),
+            "resets": record_resets(override, out),
+            "curriculum_drive": record_curriculum(override, out),
+        }
+    else:
+        assert rollout_meta["envs_reset"] == list(range(ROLLOUT_ENVS)), "every env must reset"
 
     nu = model_meta["nu"]
     actor_layout = [
@@ -603,13 +674,14 @@ def main() -> None:
         "mujoco_uni_version": mujoco.__version__,
         "numpy_version": np.__version__,
         "python": sys.version.split()[0],
-        "construction": "hydra compose conf/offpolicy [algo=td3, task=td3/g1_walk_flat/mujoco] "
-        "-> BackendAdapter.build_task_env_cfg_override() -> registry.make('G1WalkFlat', "
-        "sim_backend='mujoco', env_cfg_override=..., num_envs=N); rollout/resets add hydra "
-        "override env.noise_config.level=0.0",
-        "td3_num_envs_default": int(hydra_cfg.algo.num_envs),
+        "construction": f"hydra compose conf/offpolicy [algo={recording.algo}, "
+        f"task={recording.task_file}] -> BackendAdapter.build_task_env_cfg_override() -> "
+        f"registry.make('{TASK}', sim_backend='mujoco', env_cfg_override=..., num_envs=N); "
+        "rollout/resets add hydra override env.noise_config.level=0.0",
+        f"{recording.algo}_num_envs_default": int(hydra_cfg.algo.num_envs),
         "env_cfg": {
             "cfg_class": type(cfg).__name__,
+            "scene": os.path.relpath(cfg.scene.model_file, ref_root),
             "sim_dt": cfg.sim_dt,
             "ctrl_dt": cfg.ctrl_dt,
             "substeps": cfg.sim_substeps,
@@ -646,12 +718,11 @@ def main() -> None:
         "mj_step (computed at the state before the last integration), cast to float32",
         "qacc_warmstart_before": "zero at every control step (not stored)",
         "rollout": rollout_meta,
-        "noise": noise_meta,
-        "resets": reset_meta,
-        "curriculum_drive": curriculum_meta,
+        **sections,
         "symmetry": sym_meta,
         "regenerate": "/work/ref/venv/bin/python bench/reference/golden_g1.py "
-        "--out tests/golden/reference",
+        + ("" if TASK == "G1WalkFlat" else f"--task {TASK} ")
+        + "--out tests/golden/reference",
     }
     out["meta_json"] = np.array(json.dumps(meta, default=str))
     out_dir = Path(args.out)

@@ -27,7 +27,7 @@ from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
 from unilab_jax.envs.motion.tracking import G1MotionTracking, TrackingConfig
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
-from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig
+from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig, G1WalkRough
 from unilab_jax.envs.robots.go2 import Go2JoystickFlat, Go2JoystickFlatConfig
 from unilab_jax.envs.robots.quadruped import Go1JoystickFlat, Go1JoystickFlatConfig
 
@@ -141,6 +141,7 @@ register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig(), family="dm
 register("CartpoleBalance", CartpoleBalance, CartpoleBalanceConfig(), family="dm_control")
 register("CheetahRun", CheetahRun, CheetahRunConfig(), family="dm_control")
 register("G1WalkFlat", G1WalkFlat, G1WalkFlatConfig(), family="locomotion")
+register("G1WalkRough", G1WalkRough, G1WalkFlatConfig(), family="locomotion")
 register("Go1JoystickFlat", Go1JoystickFlat, Go1JoystickFlatConfig(), family="locomotion")
 register("Go2JoystickFlat", Go2JoystickFlat, Go2JoystickFlatConfig(), family="locomotion")
 register("G1MotionTrackingSAC", G1MotionTracking, TrackingConfig(), family="tracking")

@@ -139,7 +139,9 @@ _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log
 _G1_REFERENCE_PENALTIES = dict(
     curriculum_initial_scale=0.125, curriculum_min_scale=0.125, curriculum_max_scale=0.25
 )
-_G1 = "G1WalkFlat"
+# G1WalkRough's task file is G1WalkFlat's but for the task name (the same env section, the same
+# SAC recipe), and its training builds the env the same three times: the same preset.
+_G1 = ("G1WalkFlat", "G1WalkRough")
 _G1_CPU_TRAIN = {
     "sac": dict(replay_buffer_n=512, learning_starts=10, env_overrides=_G1_REFERENCE_PENALTIES),
     "td3": dict(env_overrides=_G1_REFERENCE_PENALTIES),
@@ -415,7 +417,7 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
             source=f"{preset.source}; C MuJoCo collection (physics 'mujoco') with 256 envs, "
             "the recipe bench/learning/locomotion.py measured walking",
         )
-        if env == _G1:
+        if env in _G1:
             preset = dataclasses.replace(
                 preset,
                 algo=_per_algo(preset.algo, _G1_CPU_ALGO),

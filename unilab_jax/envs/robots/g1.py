@@ -1,8 +1,13 @@
-"""G1WalkFlat: the reference UniLab's Unitree G1 humanoid (29 joints) walking on flat ground.
+"""G1WalkFlat and G1WalkRough: the reference UniLab's Unitree G1 humanoid (29 joints) walking on
+flat ground and on a height field.
 
 This is the reference UniLab (unilabsim/UniLab at 9aa57115) ``G1WalkFlat`` with its TD3 owner
 config (``conf/offpolicy``, ``task=td3/g1_walk_flat/mujoco``), held to it by the golden-file
-tests (``tests/test_reference_g1.py``). The model (mjlab's G1 rebuilt into the reference's) is
+tests (``tests/test_reference_g1.py``), and its ``G1WalkRough``
+(``task=sac/g1_walk_rough/mujoco``, whose env section is G1WalkFlat's): the same task on the
+rough scene (:class:`G1WalkRough`; everything below holds for both, except the floor, the
+keyframe's pelvis height, 0.79 m there, and the foot contact sensors, which the rough scene
+lacks and no term reads). The model (mjlab's G1 rebuilt into the reference's) is
 ``g1_model.py``; the tunable parameters, :class:`G1WalkFlatConfig`, are ``g1_config.py``
 (defaults: the owner's values); the penalty curriculum is ``g1_curriculum.py``; building a
 reset from its draws is ``g1_reset.py``.
@@ -53,7 +58,8 @@ pitch), left arm (shoulder pitch, roll, yaw, elbow, wrist roll, pitch, yaw), rig
       feet_phase             5.0  exp(-sum_feet (z - h(phase))^2 / 0.04)
       alive                 10.0
 
-* **Termination**: torso tilted more than 65 degrees, or pelvis below 0.3 m. **Truncation**
+* **Termination**: torso tilted more than 65 degrees, or pelvis below 0.3 m (absolute height,
+  on the rough floor too, as the reference's). **Truncation**
   after 1000 control steps (20 s).
 * **Reset**: the ``stand`` keyframe with base x, y + ``U(-0.5, 0.5)``, yaw ``U(-pi, pi)``, the
   6 free-joint velocities ``U(-0.5, 0.5)``, joints at rest; the reset observation reads the
@@ -77,8 +83,11 @@ auto-reset zeroes the caller's action array in place) have no counterpart: they 
 behaviour, not the task. The reference replaces a non-finite reward by 0; here it reaches the
 training loop, which stops (``base.py``). Our envs clip actions to [-1, 1] (the reference's env
 does not clip; its TD3 actor's tanh keeps them inside). MJX replaces the gains per env but keeps
-the nominal model's derived constants (gains enter none). The curriculum's batch is one
-device's share when a run spans several devices (``Task.update_batch``).
+the nominal model's derived constants (gains enter none). On G1WalkRough's height field MJX
+returns at most 4 contacts per colliding geom where C MuJoCo (the reference's physics) returns
+one per penetrating prism: the feet feel other forces there (``docs/robots.md``). The
+curriculum's batch is one device's share when a run spans several devices
+(``Task.update_batch``).
 """
 
 from __future__ import annotations
@@ -115,6 +124,7 @@ __all__ = [
     "REWARD_TERMS",
     "G1WalkFlat",
     "G1WalkFlatConfig",
+    "G1WalkRough",
     "advance_gait_phase",
     "apply_obs_noise",
     "build_g1_model",
@@ -195,6 +205,8 @@ def observation_vector(signals: Mapping[str, jax.Array], carry: jax.Array) -> ja
 class G1WalkFlat(LocomotionTask):
     """The reference G1WalkFlat (module docstring)."""
 
+    terrain = "flat"
+    """The floor (``g1_model.TERRAINS``) the model is built with."""
     reward_bounds = (-1.0, 0.4)
     command_obs = slice(93, 96)
     reset_forward = True  # the reset observation reads sensors
@@ -204,7 +216,7 @@ class G1WalkFlat(LocomotionTask):
     float32_state = True
 
     def __init__(self, config: G1WalkFlatConfig | None = None) -> None:
-        model = build_g1_model()
+        model = build_g1_model(self.terrain)
         joint_names = tuple(model.joint(j).name for j in range(1, model.njnt))
         joints = hinge_mirror(model, joint_names)  # also the action's map
         phases = SignedPermutation((1, 0), (1.0, 1.0))  # left <-> right
@@ -384,3 +396,11 @@ class G1WalkFlat(LocomotionTask):
             "penalty_scale": jnp.full((num_envs,), scale, jnp.float32),
             "mean_episode_length": jnp.full((num_envs,), mean, jnp.float32),
         }
+
+
+class G1WalkRough(G1WalkFlat):
+    """The reference G1WalkRough: G1WalkFlat's task (config, rewards, terminations, resets,
+    mirror) on the rough scene, a height field up to 5 cm high, with the ``stand`` keyframe's
+    pelvis at 0.79 m (``g1_model.py``)."""
+
+    terrain = "rough"

@@ -1,11 +1,12 @@
-"""The G1WalkFlat model: mjlab's G1 MJCF edited with ``mujoco.MjSpec`` into the reference's model.
+"""The G1 walking models: mjlab's G1 MJCF edited with ``mujoco.MjSpec`` into the reference's.
 
-The reference UniLab (unilabsim/UniLab @ 9aa57115) compiles its own ``scene_flat.xml`` (its
-``g1.xml`` plus a floor, contact sensors and the ``stand`` keyframe) with ``discardvisual``.
+The reference UniLab (unilabsim/UniLab @ 9aa57115) compiles its own ``scene_flat.xml``
+(G1WalkFlat: its ``g1.xml`` plus a floor, contact sensors and the ``stand`` keyframe) or
+``scene_rough.xml`` (G1WalkRough: ``g1.xml`` on a height field) with ``discardvisual``.
 Its bodies, joints and inertias are mjlab's G1 (``robot_mjcf_path("g1")``, the ``mjlab``
-package), so :func:`build_g1_model` rebuilds that model from mjlab's file; every compiled array
-the golden file records (``tests/golden/reference/G1WalkFlat.npz``, ``model.*``) comes out
-identical. The edits:
+package), so :func:`build_g1_model` rebuilds either model from mjlab's file; every compiled
+array the golden files record (``tests/golden/reference/G1Walk{Flat,Rough}.npz``, ``model.*``)
+comes out identical. The edits (both terrains unless said):
 
 * ``discardvisual``: visual meshes dropped (every inertia is explicit, so no dynamics change);
   timestep ``0.02 / 3`` s (3 substeps per 0.02 s control step), ``implicitfast`` integrator;
@@ -18,16 +19,24 @@ identical. The edits:
   (radius 5 mm, priority 1, friction 0.6) come first, then mjlab's 7 sole capsules with friction
   0.6: a sole touches the floor with friction 0.6, any other geom with 1.0 (MuJoCo takes the
   maximum of equal priorities);
+* the floor (geom 0, ``floor``): ``flat``, a plane (priority 0: the soles' friction 0.6 wins);
+  ``rough``, the height field ``data/g1_rough_hfield.png`` (256 x 256 over 20 m x 20 m, heights
+  0 to 0.05 m, base depth 0.1 m; :data:`HFIELD_PATH`) with ``contype`` 1, ``conaffinity`` 0,
+  priority 1 and friction 1.0, so every contact with it, soles included, has friction 1.0;
 * 29 position actuators in joint order (``ctrl[i]`` drives ``qpos[7 + i]``), ``kp`` and ``kv``
   per motor (:data:`MOTORS`; they are mjlab's armature x (2 pi 10 Hz)^2 and 2 x 2 x armature x
   2 pi 10 Hz, rounded to 3 decimals), force-limited, *no* ctrl range (targets are not clipped);
-* 21 sensors in the reference's order (:data:`SENSORS`; read through :func:`sensor_slices`):
+* sensors in the reference's order (:data:`SENSORS`; read through :func:`sensor_slices`):
   IMU velocimeter / gyro / accelerometer / z axis at the pelvis and the torso, foot site
-  position / orientation / z axis, and per-sphere floor contact;
-* keyframe ``stand``: pelvis at 0.754 m, slightly bent legs, arms at the sides.
+  position / orientation / z axis (13, 41 values), and, ``flat`` only, per-sphere floor contact
+  (8 more; the reference's rough scene has none, and no reward term reads them);
+* keyframe ``stand``: pelvis at 0.754 m (``flat``) or 0.79 m (``rough``), slightly bent legs,
+  arms at the sides.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import mujoco
 
@@ -35,9 +44,11 @@ from unilab_jax.envs.robots.assets import robot_mjcf_path
 
 __all__ = [
     "FOOT_CONTACT_POINTS",
+    "HFIELD_PATH",
     "MOTORS",
     "SENSORS",
     "STAND_JOINTS",
+    "TERRAINS",
     "build_g1_model",
     "sensor_slices",
 ]
@@ -95,11 +106,21 @@ STAND_JOINTS: tuple[float, ...] = (
     + (0.2, 0.2, 0.0, 0.6, 0.0, 0.0, 0.0)
     + (0.2, -0.2, 0.0, 0.6, 0.0, 0.0, 0.0)
 )
-_STAND_BASE = (0.0, 0.0, 0.754, 1.0, 0.0, 0.0, 0.0)
+#: The floors: ``"flat"`` (G1WalkFlat's plane) and ``"rough"`` (G1WalkRough's height field).
+TERRAINS = ("flat", "rough")
+#: The stand keyframe's pelvis height per terrain (the rough floor's heights reach 0.05 m).
+_STAND_HEIGHT = {"flat": 0.754, "rough": 0.79}
+#: The rough floor's height field (``data/README.md`` names its origin) and its MuJoCo size
+#: ``(x half-extent, y half-extent, max height, base depth)``.
+HFIELD_PATH = Path(__file__).resolve().parent / "data" / "g1_rough_hfield.png"
+_HFIELD_SIZE = (10.0, 10.0, 0.05, 0.1)
 
 
-def build_g1_model() -> mujoco.MjModel:
-    """Compile the reference G1WalkFlat model (module docstring) from mjlab's G1 MJCF."""
+def build_g1_model(terrain: str = "flat") -> mujoco.MjModel:
+    """Compile the reference's G1 walking model on ``terrain`` (:data:`TERRAINS`; module
+    docstring) from mjlab's G1 MJCF."""
+    if terrain not in TERRAINS:
+        raise ValueError(f"unknown G1 terrain {terrain!r}; choose one of {', '.join(TERRAINS)}")
     spec = mujoco.MjSpec.from_file(str(robot_mjcf_path("g1")))
     spec.compiler.discardvisual = True
     spec.option.timestep = 0.02 / 3.0
@@ -110,14 +131,33 @@ def build_g1_model() -> mujoco.MjModel:
             joint.frictionloss = 0.3
     for side in _SIDES:
         _replace_sole(spec, side)
-    spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05])
+    _add_floor(spec, terrain)
     for sensor in list(spec.sensors):  # mjlab's IMU sensors: replaced by the reference's
         spec.delete(sensor)
     _add_actuators(spec)
-    _add_sensors(spec)
-    stand = (*_STAND_BASE, *STAND_JOINTS)
+    _add_sensors(spec, foot_contacts=terrain == "flat")
+    stand = (0.0, 0.0, _STAND_HEIGHT[terrain], 1.0, 0.0, 0.0, 0.0, *STAND_JOINTS)
     spec.add_key(name="stand", qpos=list(stand), ctrl=list(STAND_JOINTS))
     return spec.compile()
+
+
+def _add_floor(spec: mujoco.MjSpec, terrain: str) -> None:
+    """The floor geom, ``floor``: a plane or the rough height field (module docstring)."""
+    if terrain == "flat":
+        spec.worldbody.add_geom(
+            name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05]
+        )
+        return
+    spec.add_hfield(name="hfield", file=str(HFIELD_PATH), size=list(_HFIELD_SIZE))
+    spec.worldbody.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_HFIELD,
+        hfieldname="hfield",
+        contype=1,
+        conaffinity=0,
+        priority=1,
+        friction=[1.0, 0.005, 0.0001],
+    )
 
 
 def _replace_sole(spec: mujoco.MjSpec, side: str) -> None:
@@ -168,12 +208,14 @@ def _add_actuators(spec: mujoco.MjSpec) -> None:
         actuator.forcerange = [-force, force]
 
 
-def _add_sensors(spec: mujoco.MjSpec) -> None:
+def _add_sensors(spec: mujoco.MjSpec, foot_contacts: bool) -> None:
     for name, kind, site, cutoff in SENSORS:
         sensor = spec.add_sensor(
             name=name, type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=site
         )
         sensor.cutoff = cutoff
+    if not foot_contacts:
+        return
     for side in _SIDES:
         for i in range(len(FOOT_CONTACT_POINTS)):
             sensor = spec.add_sensor(
