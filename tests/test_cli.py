@@ -80,10 +80,10 @@ def test_help_documents_every_option(capsys):
         for cls in (RunOptions, TrainConfig, spec.config_cls):
             hints = typing.get_type_hints(documented(cls), include_extras=True)
             for field in dataclasses.fields(cls):
-                if field.name == "env_overrides":  # the Python API's only
-                    assert "--env-overrides" not in text
-                    continue
                 assert f"--{field.name.replace('_', '-')}" in text, (name, field.name)
+                if field.name == "env_overrides":  # the command line's own help (pairs)
+                    assert "as NAME VALUE pairs" in text
+                    continue
                 (arg,) = [m for m in hints[field.name].__metadata__ if hasattr(m, "help")]
                 assert len(arg.help) > 12 and "\n" not in arg.help, (cls, field.name)
                 if field.name != "algo":  # the help lists the registry's algorithms instead
@@ -322,3 +322,17 @@ def test_the_default_log_dir_is_named_by_the_runs_physics():
             TrainConfig(env="Go1JoystickFlat", algo="td3", physics=physics), started
         )
         assert str(path) == f"logs/fast_td3/Go1JoystickFlat/2026-12-05_10-00-00_{physics}"
+
+
+def test_env_overrides_are_given_as_pairs_typed_as_json_over_the_presets(monkeypatch):
+    from unilab_jax.cli.train import parse_args
+
+    monkeypatch.setenv("UNILAB_JAX_PRESET", "cpu")
+    argv = ["--env", "G1WalkFlat", "--env-overrides", "noise_level", "0", "motion_x", "a.npz"]
+    _, config, _, _ = parse_args([*argv, "--preset", "cpu"])
+    # The preset's own overrides (G1's effective penalty curriculum) stay under the given ones.
+    assert config.env_overrides["curriculum_max_scale"] == 0.25
+    assert config.env_overrides["noise_level"] == 0 and config.env_overrides["motion_x"] == "a.npz"
+    _, config, _, _ = parse_args(["--env", "G1MotionTrackingSAC", "--env-overrides",
+                                  "motion_file", '["a.npz", "b.npz"]'])  # fmt: skip
+    assert config.env_overrides == {"motion_file": ["a.npz", "b.npz"]}

@@ -232,6 +232,19 @@ def best_row(rows: list[dict]) -> dict:
     return max(reversed(rows), key=lambda r: r["tracking_share"] * r["time_limit_rate"])
 
 
+def family_evaluator(env: str) -> tuple:
+    """``(figures, best)`` for ``env``'s task family: ``tracking_figures`` and
+    ``best_tracking_row`` for the motion trackers (``bench/learning/tracking.py``),
+    ``walking_figures`` and ``best_row`` for the walking robots."""
+    from unilab_jax.envs.registry import task_family
+
+    if task_family(env) == "tracking":
+        from bench.learning.tracking import best_tracking_row, tracking_figures
+
+        return tracking_figures, best_tracking_row
+    return walking_figures, best_row
+
+
 def walk(args: argparse.Namespace) -> None:
     """Walking figures of a run's newest checkpoint beside the untrained policy."""
     import jax
@@ -273,8 +286,9 @@ def _budget(minutes: float):
 def train_run(args: argparse.Namespace) -> None:
     """Train ``--env`` with the core (C MuJoCo collection unless ``--physics mjx``) for
     ``--minutes`` of training, keeping the agent every ``--snapshot-every`` iterations with its
-    env steps and wall-clock; afterwards (outside the clock) evaluate every snapshot with
-    ``walking_figures`` and write the curve to ``--out`` (JSON lines)."""
+    env steps and wall-clock; afterwards (outside the clock) evaluate every snapshot with its
+    family's evaluator (:func:`family_evaluator`) and write the curve to ``--out`` (JSON
+    lines)."""
 
     import jax
 
@@ -318,22 +332,23 @@ def train_run(args: argparse.Namespace) -> None:
         timer.cancel()
     act = jax.jit(trainer.agent.act)
     untrained = trainer.agent.init(jax.random.PRNGKey(0))
+    figures, best_of = family_evaluator(args.env)
     rows = [
         {
             "policy": "untrained",
-            **walking_figures(args.env, {"untrained": (act, untrained)}, args.episodes, args.seed)[
+            **figures(args.env, {"untrained": (act, untrained)}, args.episodes, args.seed)[
                 "untrained"
             ],
         }
     ]
     for snap in snapshots:
-        fig = walking_figures(args.env, {"p": (act, snap["agent"])}, args.episodes, args.seed)
+        fig = figures(args.env, {"p": (act, snap["agent"])}, args.episodes, args.seed)
         rows.append({"policy": "trained", **{k: v for k, v in snap.items() if k != "agent"},
                      **fig["p"]})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     settings = {"train": {k: str(v) for k, v in config.__dict__.items()}, "algo": algo}
     if args.video and snapshots:
-        best = best_row(rows[1:])
+        best = best_of(rows[1:])
         snap = next(s for s in snapshots if s["iteration"] == best["iteration"])
         policy = snapshot_policy(args.env, args.algo, trainer.agent, snap["agent"],
                                  snap["iteration"], {"train": {}, "algo": algo})  # fmt: skip

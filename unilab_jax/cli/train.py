@@ -109,7 +109,13 @@ def _second_stage(argv: list[str], first: _FirstStage):
     if saved.get("algo", algo) == algo and not preset:  # --config's, for its algorithm only
         algo_base = saved_algo
     names = ", ".join(f"{spec.name} ({spec.display_name})" for spec in ALGOS.values())
-    loop = documented(TrainConfig, algo=f"The algorithm: {names}.", env_overrides=None)
+    loop = documented(
+        TrainConfig,
+        algo=f"The algorithm: {names}.",
+        env_overrides="Task config fields to replace, as NAME VALUE pairs (a VALUE that reads "
+        "as JSON is taken as such: 0.5, true, [\"a.npz\", \"b.npz\"]), over the preset's: e.g. "
+        "--env-overrides motion_file my_clip.npz.",
+    )
     run_options, algo_options = documented(RunOptions), documented(cls)
     fields = [("run", run_options), ("train", loop), ("algo", algo_options)]
     options = dataclasses.make_dataclass("Options", fields, namespace={"__doc__": _ABOUT})
@@ -123,7 +129,19 @@ def _second_stage(argv: list[str], first: _FirstStage):
     given = _given(argv, _fields(cls))
     algo_settings = {**algo_base, **{name: getattr(got.algo, name) for name in given}}
     line = preset and preset_line(preset, algo, given | _given(argv, _fields(TrainConfig)))
-    return got.run, TrainConfig(**values(got.train)), algo_settings, line
+    train = values(got.train)
+    if _given(argv, {"env_overrides"}):  # over the preset's (or --config's) overrides
+        typed = {k: _json_or_text(v) for k, v in (train["env_overrides"] or {}).items()}
+        train["env_overrides"] = {**(train_base.get("env_overrides") or {}), **typed}
+    return got.run, TrainConfig(**train), algo_settings, line
+
+
+def _json_or_text(value: str):
+    """A command-line value: what it reads as in JSON (a number, a bool, a list), else itself."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def _fields(cls: type) -> set[str]:
