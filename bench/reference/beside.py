@@ -25,7 +25,10 @@ Every run is a child process of its own, one after another, so each has the CPU 
   ``tests/golden/reference``): ``bench.learning.locomotion.walking_figures``, 64 deterministic
   episodes on C MuJoCo under the task's randomisation and noise. A checkpoint *walks* when at
   least 95% of the episodes reach the time limit and the linear-velocity tracking reward per
-  step is at least 0.8 of its maximum. The reference's ``model_<it>.pt`` are read by our
+  step is at least 0.8 of its maximum; a motion tracker's checkpoint *tracks* when at least
+  90% of deterministic episodes from the clip's first frame reach its end with a mean body
+  error under 10 cm (``bench.learning.tracking``; the reference trains on the same clip,
+  converted into its format). The reference's ``model_<it>.pt`` are read by our
   facade's learner of the same algorithm, built with the reference run's recorded settings.
   ``--ref-runs DIR,...`` evaluates reference runs trained before (their ``*_mujoco`` run
   directories) instead of training new ones: the seed is the one the run recorded, and its
@@ -78,6 +81,9 @@ class Recipe:
     ref_cpu: dict
     speed_algo: tuple[str, str] | None = None
     """(the reference's, ours) for the speed part when it differs from learning's."""
+    motion_clip: str | None = None
+    """A tracking task's clip (``holosoma:NAME`` or a path), converted into the reference's
+    format for its run (``+env.motion_file``); ours loads the same clip."""
 
     def for_speed(self) -> Recipe:
         """This recipe with the speed part's algorithms."""
@@ -112,6 +118,51 @@ RECIPES = {
             critic_hidden_dim=256,
         ),  # fmt: skip
     ),
+    # G1 on rough ground: G1WalkFlat's owner on the height field (its task file differs only in
+    # the task's name), so the same sizes.
+    "G1WalkRough": Recipe(
+        ref_task="g1_walk_rough",
+        ref_algo="sac",
+        our_algo="sac",
+        speed_algo=("td3", "td3"),
+        speed=dict(
+            num_envs=256,
+            batch_size=512,
+            updates_per_step=4,
+            actor_hidden_dim=128,
+            critic_hidden_dim=256,
+        ),  # fmt: skip
+        ref_cpu=dict(
+            num_envs=256,
+            batch_size=512,
+            updates_per_step=4,
+            actor_hidden_dim=128,
+            critic_hidden_dim=256,
+        ),  # fmt: skip
+    ),
+    # Motion tracking: the reference's SAC owner (discount 0.99, 501 atoms, policy frequency 2,
+    # alpha 0.1, ...) at our tracking/cpu sizes on both sides (256 envs, batch 1024, 4 updates,
+    # widths 256/512), on holosoma's box-lifting clip.
+    "G1MotionTrackingSAC": Recipe(
+        ref_task="g1_motion_tracking",
+        ref_algo="sac",
+        our_algo="sac",
+        speed=dict(
+            num_envs=256,
+            batch_size=1024,
+            updates_per_step=4,
+            actor_hidden_dim=256,
+            critic_hidden_dim=512,
+        ),  # fmt: skip
+        ref_cpu=dict(
+            num_envs=256,
+            batch_size=1024,
+            updates_per_step=4,
+            actor_hidden_dim=256,
+            critic_hidden_dim=512,
+        ),  # fmt: skip
+        motion_clip="holosoma:sub3_largebox_003_mj",
+    ),
     # Go2's only MuJoCo owner is flashsac's (1024 envs, batch 2048, 2 updates, widths 128/256).
     # Scaled to this CPU as for G1: a quarter of the envs and of the batch. Ours learns with SAC
     # at our preset (it walked Go2 by 0.5M env steps); speed matches FlashSAC's learner work.
@@ -145,8 +196,16 @@ def reference_command(
     args: argparse.Namespace, recipe: Recipe, settings: dict, iterations: int, log_root: Path,
     seed: int, save_interval: int,
 ) -> list[str]:  # fmt: skip
-    """The reference's own training entry point with Hydra overrides (sync collection)."""
+    """The reference's own training entry point with Hydra overrides (sync collection); a
+    tracking task's clip is converted into ``log_root`` for it."""
     overrides = [f"algo.{k}={v}" for k, v in settings.items()]
+    if recipe.motion_clip is not None:
+        from unilab_jax.envs.motion import convert_motion_file
+        from unilab_jax.envs.robots.g1_model import build_g1_model
+
+        clip = log_root / "clip.npz"
+        convert_motion_file(recipe.motion_clip, clip, build_g1_model())
+        overrides.append(f"+env.motion_file={clip}")
     return [
         str(python_of(args.venv)), "-c",
         "import sys; from unilab.cli import train_main; sys.exit(train_main())",
@@ -384,8 +443,9 @@ def evaluate_reference_run(
     its best-walking one on video."""
     import jax
 
-    from bench.learning.locomotion import best_row, walking_figures, walking_video
+    from bench.learning.locomotion import family_evaluator, walking_video
 
+    figures, best_row = family_evaluator(task)
     recorded = json.loads((log_dir / "run_config.json").read_text())["config"]["algo"]
     num_envs, seed = int(recorded["num_envs"]), int(recorded["seed"])
     ckpts = sorted(log_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
@@ -399,7 +459,7 @@ def evaluate_reference_run(
             print(f"skipped {ckpt.name}: {err}", flush=True)
             continue
         act = jax.jit(policy.agent.act)
-        fig = walking_figures(task, {"p": (act, policy.state)}, args.episodes, 1)["p"]
+        fig = figures(task, {"p": (act, policy.state)}, args.episodes, 1)["p"]
         it = int(ckpt.stem.split("_")[1])
         rows.append({"side": "reference", "seed": seed, "iteration": it,
                      "env_steps": it * num_envs, "wall_sec": ckpt.stat().st_mtime - started,
@@ -440,6 +500,20 @@ def walks(row: dict) -> bool:
     return row["time_limit_rate"] >= WALK_TIME_LIMIT and row["tracking_share"] >= WALK_TRACKING
 
 
+def reaches_goal(row: dict) -> bool:
+    """The task's goal: walking, or tracking the clip (``bench.learning.tracking.tracks``)."""
+    from bench.learning.tracking import tracks
+
+    return tracks(row) if "clip_end_rate" in row else walks(row)
+
+
+def end_of_curve(row: dict) -> str:
+    """A row's figures: time-limit share / tracking share, or clip-end share / body error."""
+    if "clip_end_rate" in row:
+        return f"{100 * row['clip_end_rate']:.0f}% / {100 * row['body_error_m']:.1f} cm"
+    return f"{100 * row['time_limit_rate']:.0f}% / {row['tracking_share']:.2f}"
+
+
 def report(rows: list[dict], record: bool) -> str:
     """The speed table, the learning table (first walking checkpoint per run, or where the
     curve ends), and one figure per task."""
@@ -460,14 +534,14 @@ def report(rows: list[dict], record: bool) -> str:
                 runs.setdefault((r["side"], r.get("seed", 0)), []).append(r)
         for (side, seed), curve in sorted(runs.items()):
             curve.sort(key=lambda r: r["env_steps"])
-            first = next((r for r in curve if walks(r)), None)
+            first = next((r for r in curve if reaches_goal(r)), None)
             last = curve[-1]
             learn_rows.append([
                 task, side, seed,
                 f"{first['wall_sec'] / 60:.1f} min, {first['env_steps'] / 1e6:.2f}M" if first
                 else "not within budget",
-                f"{100 * last['time_limit_rate']:.0f}% / {last['tracking_share']:.2f} at "
-                f"{last['wall_sec'] / 60:.0f} min, {last['env_steps'] / 1e6:.2f}M",
+                f"{end_of_curve(last)} at {last['wall_sec'] / 60:.0f} min, "
+                f"{last['env_steps'] / 1e6:.2f}M",
             ])  # fmt: skip
         plot(task, rows)
     body = (
@@ -478,8 +552,8 @@ def report(rows: list[dict], record: bool) -> str:
                 "task",
                 "side",
                 "seed",
-                "first walking checkpoint",
-                "end of curve (time limit / tracking)",
+                "first checkpoint at the goal (walks / tracks)",
+                "end of curve (time limit / tracking, or clip end / body error)",
             ],
             learn_rows,
         )  # fmt: skip
@@ -513,7 +587,8 @@ def report(rows: list[dict], record: bool) -> str:
 
 
 def plot(task: str, rows: list[dict]) -> None:
-    """Tracking share and time-limit share against env steps and wall-clock, one line a run."""
+    """The task's two goal figures (walking: tracking share and time-limit share; motion
+    tracking: body error and clip-end share) against env steps and wall-clock, a line a run."""
     curves = {}
     for r in rows:
         if r["task"] == task and r["part"] == "learn" and r.get("policy") != "untrained":
@@ -525,6 +600,17 @@ def plot(task: str, rows: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from bench.learning.tracking import TRACK_BODY_ERROR, TRACK_CLIP_END
+
+    # (key, axis label, goal line) of the top and bottom rows: walking or clip tracking.
+    tracking = "clip_end_rate" in next(iter(curves.values()))[0]
+    top, bottom = (
+        (("body_error_m", "body error (m)", TRACK_BODY_ERROR),
+         ("clip_end_rate", "episodes to the clip's end", TRACK_CLIP_END))
+        if tracking else
+        (("tracking_share", "lin. vel. tracking / max", WALK_TRACKING),
+         ("time_limit_rate", "episodes to the time limit", WALK_TIME_LIMIT))
+    )  # fmt: skip
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharey="row")
     colours = {"reference": "tab:red", "core": "tab:blue", "facade": "tab:green"}
     for (side, seed), curve in sorted(curves.items()):
@@ -532,15 +618,15 @@ def plot(task: str, rows: list[dict]) -> None:
         style = dict(color=colours[side], ls=("-", "--", "-.", ":")[seed % 4], alpha=0.8)
         for col, x in enumerate(("env_steps", "wall_sec")):
             xs = [r[x] / (1e6 if col == 0 else 60) for r in curve]
-            axes[0, col].plot(xs, [r["tracking_share"] for r in curve], label=f"{side} seed {seed}",
+            axes[0, col].plot(xs, [r[top[0]] for r in curve], label=f"{side} seed {seed}",
                               **style)  # fmt: skip
-            axes[1, col].plot(xs, [r["time_limit_rate"] for r in curve], **style)
+            axes[1, col].plot(xs, [r[bottom[0]] for r in curve], **style)
     for col, name in enumerate(("env steps (M)", "wall-clock (min)")):
         axes[1, col].set_xlabel(name)
-        axes[0, col].axhline(WALK_TRACKING, color="grey", ls=":")
-        axes[1, col].axhline(WALK_TIME_LIMIT, color="grey", ls=":")
-    axes[0, 0].set_ylabel("lin. vel. tracking / max")
-    axes[1, 0].set_ylabel("episodes to the time limit")
+        axes[0, col].axhline(top[2], color="grey", ls=":")
+        axes[1, col].axhline(bottom[2], color="grey", ls=":")
+    axes[0, 0].set_ylabel(top[1])
+    axes[1, 0].set_ylabel(bottom[1])
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"{task}: the reference UniLab ({COMMIT}) and ours, on one CPU")
     fig.tight_layout()
