@@ -123,3 +123,37 @@ def test_a_robot_built_for_physics_only_is_rendered_not_just_its_floor(name, tmp
     coloured = np.abs(frame - frame.mean(axis=2, keepdims=True)).max(axis=2) > 30
     assert coloured.mean() > 0.01, coloured.mean()
     assert np.array_equal(model.geom_rgba, rgba)  # the task's model is left as it was
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_a_trackers_video_draws_the_clip_beside_the_robot(tmp_path, gl_backend):
+    """A motion tracker's rollout carries the clip's pose per step (``Task.reference_qpos``);
+    the video draws it as a translucent orange ghost beside the robot."""
+    import jax
+    import numpy as np
+
+    from unilab_jax.envs import load
+    from unilab_jax.policy.video import resolve_camera, write_video
+
+    _, imageio = gl_backend
+    play.use_gl_backend(gl_backend[0])
+    env = load("G1MotionTrackingSAC")
+    model = play.render_source(env).model
+    task_state = env.task.init_task_state(jax.random.PRNGKey(0))
+    reference = np.asarray(env.task.reference_qpos(task_state))
+    assert reference.shape == (model.nq,)
+    qpos = reference.copy()
+    qpos[1] += 1.0  # the robot a metre to the side of the clip's pose
+
+    def orange(with_ghost: bool) -> float:
+        one = play.Rollout(np.zeros(1), np.ones(1), qpos[None, None], np.zeros((1, 1, model.nv)),
+                           np.ones((1, 1), bool), reference[None, None] if with_ghost else None)  # fmt: skip
+        video = tmp_path / f"ghost{with_ghost}.mp4"
+        assert write_video(video, model, one, width=160, height=120,
+                           camera=resolve_camera(model, None), fps=50) == 1  # fmt: skip
+        frame = imageio.get_reader(str(video), format="FFMPEG").get_data(0).astype(int)
+        return float(
+            np.mean((frame[..., 0] - frame[..., 2] > 60) & (frame[..., 0] > frame[..., 1]))
+        )
+
+    assert orange(True) > orange(False) + 0.005

@@ -10,6 +10,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from unilab_jax.envs.task import Task
 from unilab_jax.envs.vec_env import MujocoVecEnv
 
 __all__ = ["mujoco_episodes"]
@@ -32,7 +33,8 @@ def mujoco_episodes(
     ``per_step(obs, state)`` (``{name: [N]}`` from the observation the action was chosen on
     and the step's ``VecEnvState``) adds its own quantities. ``steps`` caps the control steps
     (default: the episode length). ``positions``: also ``qpos`` / ``qvel`` ``[T, N, ...]``
-    before each step and ``alive [T, N]`` (play's video), for all ``steps``."""
+    before each step and ``alive [T, N]`` (play's video), for all ``steps``, and ``reference``
+    ``[T, N, nq]`` for a task that has a pose to match (``Task.reference_qpos``)."""
     device = vec._cpu
     policy = jax.device_put(agent_state, device)
     state = vec.init_state(seed, stagger=False)
@@ -43,11 +45,19 @@ def mujoco_episodes(
     length = np.zeros(n, np.int64)
     sums: dict[str, np.ndarray] = {}
     frames: dict[str, list] = {"qpos": [], "qvel": [], "alive": []}
+    task = vec.task
+    reference = None
+    if positions and type(task).reference_qpos is not Task.reference_qpos:
+        reference = jax.jit(jax.vmap(task.reference_qpos))
+        frames["reference"] = []
     for _ in range(vec.max_episode_steps if steps is None else steps):
         if positions:
             frames["qpos"].append(np.array(vec.batch.qpos, np.float32))
             frames["qvel"].append(np.array(vec.batch.qvel, np.float32))
             frames["alive"].append(alive.copy())
+            if reference is not None:
+                with jax.default_device(device):
+                    frames["reference"].append(np.asarray(reference(vec.task_state)))
         with jax.default_device(device):
             actions = np.asarray(act(policy, state.obs["obs"]))
         obs, state = state.obs, vec.step(actions)

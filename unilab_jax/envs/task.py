@@ -179,6 +179,12 @@ class Task(abc.ABC):
         qpos, qvel = self.init_qpos_qvel(key_physics)
         return qpos, qvel, self.init_task_state(key_task)
 
+    def reference_qpos(self, task_state: dict[str, jax.Array]) -> jax.Array | None:
+        """A pose ``[nq]`` the task asks the robot to match on the coming step, drawn beside it
+        in videos (a motion tracker's clip frame); None (default): none."""
+        del task_state
+        return None
+
     def data_description(self) -> dict[str, Any] | None:
         """The data the task was built from (a motion tracker's clips), JSON-serialisable, for
         an exported policy's metadata; None (default): none."""

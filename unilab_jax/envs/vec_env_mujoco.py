@@ -116,6 +116,11 @@ class MujocoVecEnv(VecEnv):
         return self.physics.batch
 
     @property
+    def task_state(self) -> Any:
+        """The batch's task state (JAX arrays ``[N, ...]`` on this env's CPU device)."""
+        return self._task_state
+
+    @property
     def model(self) -> Any:
         return self.physics.model
 

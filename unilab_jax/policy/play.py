@@ -159,13 +159,15 @@ def render_source(env: Any) -> RenderSource:
 class Rollout:
     """Deterministic episodes played in parallel: ``returns``/``lengths`` ``[E]``; ``qpos``
     ``[T, E, nq]``, ``qvel`` ``[T, E, nv]`` before each step; ``alive [T, E]`` marks the steps
-    of each episode (false after it ended)."""
+    of each episode (false after it ended); ``reference`` ``[T, E, nq]``: the pose the task asks
+    for at each step (a tracker's clip frame; ``Task.reference_qpos``), drawn as a ghost."""
 
     returns: np.ndarray
     lengths: np.ndarray
     qpos: np.ndarray
     qvel: np.ndarray
     alive: np.ndarray
+    reference: np.ndarray | None = None
 
 
 def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: int, seed: int):
@@ -174,7 +176,11 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
     import jax
     import jax.numpy as jnp
 
+    from unilab_jax.envs.task import Task
+
     act = policy.agent.act
+    task = getattr(env, "task", None)
+    wants = task is not None and type(task).reference_qpos is not Task.reference_qpos
 
     def run(agent_state, key):
         state = jax.vmap(env.reset)(jax.random.split(key, episodes))
@@ -186,17 +192,18 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
             nxt = env.step_batch(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
             length = length + alive.astype(jnp.int32)
-            record = (qpos, qvel, alive)
+            reference = jax.vmap(task.reference_qpos)(env_state.task_state) if wants else qpos
+            record = (qpos, qvel, alive, reference)
             alive = alive & ~(nxt.terminated | nxt.truncated)
             return (nxt, alive, total, length), record
 
         zeros = jnp.zeros((episodes,), jnp.float32)
         init = (state, jnp.ones((episodes,), bool), zeros, zeros.astype(jnp.int32))
-        (_, _, total, length), (qpos, qvel, alive) = jax.lax.scan(body, init, None, length=steps)
-        return total, length, qpos, qvel, alive
+        (_, _, total, length), records = jax.lax.scan(body, init, None, length=steps)
+        return total, length, *records
 
-    out = jax.jit(run)(policy.state, jax.random.PRNGKey(seed))
-    return Rollout(*(np.asarray(x) for x in out))
+    *out, reference = (np.asarray(x) for x in jax.jit(run)(policy.state, jax.random.PRNGKey(seed)))
+    return Rollout(*out, reference=reference if wants else None)
 
 
 def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) -> Rollout:
@@ -216,7 +223,9 @@ def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) 
             )
     finally:
         vec.close()
-    return Rollout(out["returns"], out["lengths"], out["qpos"], out["qvel"], out["alive"])
+    return Rollout(
+        out["returns"], out["lengths"], out["qpos"], out["qvel"], out["alive"], out.get("reference")
+    )
 
 
 # ------------------------------------------------------------------------- the command

@@ -83,7 +83,8 @@ def write_video(
     fps: float,
 ) -> int:
     """Render every alive step of ``result`` (a ``play.Rollout``), episode after episode, into
-    ``path``; returns the number of frames written."""
+    ``path``, with the pose the task asks for (``result.reference``, a tracker's clip frame)
+    drawn as a translucent orange ghost; returns the number of frames written."""
     import mujoco
     from mujoco.rendering.classic.renderer import Renderer  # raises what mujoco.Renderer hides
 
@@ -94,6 +95,7 @@ def write_video(
     scene_option = _robot_visible(model)
     view = _follow(model) if camera == -1 else camera
     data = mujoco.MjData(model)
+    ghost = None if getattr(result, "reference", None) is None else mujoco.MjData(model)
     renderer = Renderer(model, height, width)
     frames = 0
     try:
@@ -114,12 +116,33 @@ def write_video(
                     data.qvel[:] = result.qvel[t, episode]
                     mujoco.mj_forward(model, data)
                     renderer.update_scene(data, camera=view, scene_option=scene_option)
+                    if ghost is not None:
+                        _add_ghost(model, ghost, result.reference[t, episode], renderer.scene,
+                                   scene_option)  # fmt: skip
                     writer.append_data(renderer.render())
                     frames += 1
     finally:
         with contextlib.suppress(Exception):
             renderer.close()
     return frames
+
+
+#: The ghost's colour: translucent orange.
+GHOST_RGBA = (1.0, 0.55, 0.1, 0.35)
+
+
+def _add_ghost(model: Any, ghost: Any, qpos: np.ndarray, scene: Any, option: Any) -> None:
+    """Add the moving bodies' geoms at ``qpos`` to ``scene``, translucent (:data:`GHOST_RGBA`)."""
+    import mujoco
+
+    ghost.qpos[:] = qpos
+    mujoco.mj_kinematics(model, ghost)
+    first = scene.ngeom
+    mujoco.mjv_addGeoms(
+        model, ghost, option, mujoco.MjvPerturb(), mujoco.mjtCatBit.mjCAT_DYNAMIC, scene
+    )
+    for i in range(first, scene.ngeom):
+        scene.geoms[i].rgba[:] = GHOST_RGBA
 
 
 def _robot_visible(model: Any) -> Any:

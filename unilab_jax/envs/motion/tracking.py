@@ -250,6 +250,12 @@ class G1MotionTracking(Task):
         }
         return qpos, qvel, task_state
 
+    def reference_qpos(self, task_state: dict[str, jax.Array]) -> jax.Array:
+        """The clip's pose at ``frame`` (the one the coming step is rewarded on), in the clip's
+        own world coordinates: its pelvis pose and joint angles."""
+        m = self.motion_at(task_state["frame"])
+        return jnp.concatenate([m["body_pos"][0], m["body_quat"][0], m["joint_pos"]])
+
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         qpos, qvel, _ = self.init_episode(key, key, None)
         return qpos, qvel

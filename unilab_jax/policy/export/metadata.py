@@ -42,26 +42,34 @@ def env_description(
     }
     in_range = "actions in [-1, 1]: the env clips the action to [-1, 1] first"
     if env_name.startswith(ADAPTER_PREFIXES):
-        return observation, {
-            "kind": "adapter",
-            "action_scale": 1.0,
-            "action_bias": 0.0,
-            "description": f"{in_range}, then passes it to the wrapped Playground / Brax "
-            "environment's step unchanged (any scaling is that environment's own)",
-        }, None
+        return (
+            observation,
+            {
+                "kind": "adapter",
+                "action_scale": 1.0,
+                "action_bias": 0.0,
+                "description": f"{in_range}, then passes it to the wrapped Playground / Brax "
+                "environment's step unchanged (any scaling is that environment's own)",
+            },
+            None,
+        )
     task = make_task(env_name, overrides)
     data = task.data_description()
     cls = type(task)
     # The tasks name no observation entries; each documents its layout in its docstring.
     observation["documented_in"] = f"{cls.__module__}.{cls.__qualname__}"
     if cls.ctrl_from_action is Task.ctrl_from_action:
-        return observation, {
-            "kind": "identity",
-            "action_scale": 1.0,
-            "action_bias": 0.0,
-            "description": f"{in_range}; the actuator controls are the action itself "
-            "(ctrl = action)",
-        }, data
+        return (
+            observation,
+            {
+                "kind": "identity",
+                "action_scale": 1.0,
+                "action_bias": 0.0,
+                "description": f"{in_range}; the actuator controls are the action itself "
+                "(ctrl = action)",
+            },
+            data,
+        )
     # A task with a mapping of its own: described as clip(bias + scale * action, lo, hi) when
     # that is what it computes (the robot tasks' joint position targets), checked at sample
     # actions; otherwise the metadata names the method.
