@@ -39,6 +39,7 @@ __all__ = [
     "SENSORS",
     "STAND_JOINTS",
     "build_g1_model",
+    "g1_spec",
     "sensor_slices",
 ]
 
@@ -100,6 +101,12 @@ _STAND_BASE = (0.0, 0.0, 0.754, 1.0, 0.0, 0.0, 0.0)
 
 def build_g1_model() -> mujoco.MjModel:
     """Compile the reference G1WalkFlat model (module docstring) from mjlab's G1 MJCF."""
+    return g1_spec().compile()
+
+
+def g1_spec() -> mujoco.MjSpec:
+    """The G1WalkFlat model (module docstring) as an uncompiled ``MjSpec``, for scenes that
+    add to it (the wall of ``envs/motion/flip.py``)."""
     spec = mujoco.MjSpec.from_file(str(robot_mjcf_path("g1")))
     spec.compiler.discardvisual = True
     spec.option.timestep = 0.02 / 3.0
@@ -117,7 +124,7 @@ def build_g1_model() -> mujoco.MjModel:
     _add_sensors(spec)
     stand = (*_STAND_BASE, *STAND_JOINTS)
     spec.add_key(name="stand", qpos=list(stand), ctrl=list(STAND_JOINTS))
-    return spec.compile()
+    return spec
 
 
 def _replace_sole(spec: mujoco.MjSpec, side: str) -> None:
