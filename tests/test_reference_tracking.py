@@ -10,8 +10,10 @@ actions) through automatic resets, every env ending at least once, recorded by
 * G1FlipTrackingSAC: 100 steps on the clip's first 40 frames (``meta.rollout.clip_frames``:
   every episode ends within 40 steps), 41 resets (24 terminations: falls and low bodies; 17
   clip ends), ``mixed`` starts;
-* G1WallFlipTrackingSAC: 100 steps on the same 40 frames, in the wall scene, 29 resets (every
-  one the clip's end: its terminations are off), ``uniform`` starts.
+* G1WallFlipTrackingSAC: 100 steps on the same 40 frames moved 0.2 m towards the wall
+  (``clip_shift``), so that the robot touches the wall in three episodes (their states then
+  part from the unmoved clip's by up to 0.2 rad), 29 resets (every one the clip's end: its
+  terminations are off), ``uniform`` starts.
 
 The replay here drives OUR task from the recorded initial state with the recorded actions on
 our C MuJoCo physics, carrying its own physics and task state from step to step; the
@@ -26,7 +28,8 @@ compiled functions per task.
 Bounds: the physics is MuJoCo 3.17 against the reference's 3.8 over whole episodes (a step
 alone agrees within 1e-6, ``test_reference_g1.py``); the recorded episodes last at most 40
 steps, over which carried states stayed within 1.3e-5 (qpos) and 4e-4 (qvel) on
-G1MotionTrackingSAC, about a tenth of the bounds below. (Longer episodes part: one of 65 steps
+G1MotionTrackingSAC (2.1e-6 and 1.6e-4 on the flip, 2.6e-5 and 5e-4 on the wall flip), about a
+tenth of the bounds below. (Longer episodes part: one of 65 steps
 grew from 1e-7 to 0.3 rad after step 68 in an earlier recording, so the recorded actions are
 large enough, or the clip short enough, to end every episode soon.) Rewards, observations and
 the sampler follow within float32 rounding. The model: every recorded array exactly, except
@@ -68,22 +71,25 @@ def golden(name: str = "G1MotionTrackingSAC") -> tuple[dict[str, np.ndarray], di
 @cache
 def task_of(name: str) -> G1MotionTracking:
     """Our task as the golden file's rollout ran it: on the recorded cut of the clip, if any."""
-    frames = golden(name)[1]["rollout"].get("clip_frames")
+    rollout = golden(name)[1]["rollout"]
+    frames = rollout.get("clip_frames")
     if frames is None:
         return make_task(name)
-    return make_task(name, {"motion_file": str(_cut_clip(*frames))})
+    clip = _cut_clip(*frames, tuple(rollout.get("clip_shift", (0.0, 0.0, 0.0))))
+    return make_task(name, {"motion_file": str(clip)})
 
 
 @cache
-def _cut_clip(start: int, stop: int) -> Path:
-    """The default clip's frames ``[start, stop)`` in the reference's format, in a temporary
-    file (as the recorder cuts the same clip)."""
+def _cut_clip(start: int, stop: int, shift: tuple[float, float, float]) -> Path:
+    """The default clip's frames ``[start, stop)``, its bodies moved by ``shift`` in the
+    world, in the reference's format in a temporary file (as the recorder cuts the clip)."""
     model = make_task("G1MotionTrackingSAC").model
     clips = load_motion_clips(DEFAULT_MOTION_FILE, model)
     keys = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w",
             "body_ang_vel_w")  # fmt: skip
     path = Path(tempfile.mkdtemp(prefix="unilab_jax_clip_")) / f"clip_{start}_{stop}.npz"
-    arrays = {k: getattr(clips, k)[start:stop] for k in keys}
+    arrays = {k: getattr(clips, k)[start:stop].copy() for k in keys}
+    arrays["body_pos_w"][:, 1:] += np.asarray(shift, np.float32)  # row 0 is the world
     np.savez(path, fps=np.array([clips.fps], np.int32), **arrays)
     return path
 

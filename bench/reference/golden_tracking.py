@@ -59,6 +59,8 @@ class Recording:
     """Control steps recorded."""
     frames: tuple[int, int] | None = None
     """Track the clip's frames ``[start, stop)`` only (None: the whole clip)."""
+    shift: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """... moved by this in the world (m; with ``frames`` only)."""
     action_scales: tuple[float, ...] = ACTION_SCALES
 
 
@@ -68,8 +70,13 @@ TASKS = {
     "G1FlipTrackingSAC": Recording(
         "sac/g1_flip_tracking/mujoco", steps=100, frames=(0, 40), action_scales=(3.0,) * ENVS
     ),
+    # Moved 0.2 m towards the wall, so the robot touches it.
     "G1WallFlipTrackingSAC": Recording(
-        "sac/g1_wall_flip_tracking/mujoco", steps=100, frames=(0, 40), action_scales=(3.0,) * ENVS
+        "sac/g1_wall_flip_tracking/mujoco",
+        steps=100,
+        frames=(0, 40),
+        shift=(0.0, 0.2, 0.0),
+        action_scales=(3.0,) * ENVS,
     ),
 }
 
@@ -127,11 +134,14 @@ class SamplerLog:
         np.random.random = self._orig_random
 
 
-def cut_clip(clip: Path, frames: tuple[int, int], path: Path) -> Path:
-    """Write the clip's frames ``[start, stop)`` (every per-frame array) to ``path``."""
-    start, stop = frames
+def cut_clip(clip: Path, recording: Recording, path: Path) -> Path:
+    """Write the clip's frames ``[start, stop)`` (every per-frame array), its bodies moved by
+    ``recording.shift``, to ``path``."""
+    start, stop = recording.frames
     with np.load(clip) as data:
         arrays = {k: data[k] if k == "fps" else data[k][start:stop] for k in data.files}
+    shift = np.asarray(recording.shift, arrays["body_pos_w"].dtype)
+    arrays["body_pos_w"][:, 1:] += shift  # the bodies; row 0 is the world
     np.savez(path, **arrays)
     return path
 
@@ -250,6 +260,7 @@ def record(task: str, override: dict, out: dict) -> dict:
         "seed_actions_default_rng": SEED_ACTIONS,
         "action_scales": list(recording.action_scales),
         "clip_frames": None if recording.frames is None else list(recording.frames),
+        "clip_shift": list(recording.shift),
         "model": model_meta,
         "env_cfg": env_cfg,
         "sim_substeps": int(env.cfg.sim_substeps),
@@ -274,7 +285,7 @@ def main() -> None:
     clip = args.clip.resolve()
     frames = TASKS[args.task].frames
     if frames is not None:
-        clip = cut_clip(clip, frames, Path(args.out).resolve() / f"{args.task}_clip.npz")
+        clip = cut_clip(clip, TASKS[args.task], Path(args.out).resolve() / f"{args.task}_clip.npz")
     try:
         override = compose_override(args.ref_root, args.task, clip)
         out: dict[str, np.ndarray] = {}
