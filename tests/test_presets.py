@@ -23,6 +23,9 @@ from unilab_jax.training.presets import _PRESETS, family_of, get_preset, preset_
         ("playground/Go1JoystickFlatTerrain", "locomotion"),
         ("playground/G1JoystickRoughTerrain", "locomotion"),
         ("brax/ant", "brax"),
+        ("G1MotionTrackingSAC", "tracking"),
+        ("G1FlipTrackingSAC", "tracking"),
+        ("G1WallFlipTrackingSAC", "tracking"),
         ("MyOwnTask", None),
     ],
 )
@@ -117,6 +120,26 @@ def test_g1_trains_on_the_penalty_weights_the_reference_trains_with():
         assert c.curriculum_max_scale == 0.25
         assert float(task.init_task_state(jax.random.PRNGKey(0))["penalty_scale"]) == 0.125
     assert preset_configs("Go2JoystickFlat", "sac", "cpu")[0].env_overrides is None
+
+
+@pytest.mark.parametrize(
+    ("env", "ratio"), [("G1FlipTrackingSAC", 0.05), ("G1WallFlipTrackingSAC", 0.0)]
+)
+def test_the_flip_trackers_take_their_own_sac_owners_envs_and_entropy(env, ratio):
+    """The flips' recipes: G1MotionTrackingSAC's with 4096 envs on a GPU and SAC's alpha from
+    0.005 towards an entropy ratio of 0.05 (flip) or 0 (wall flip), at both scales."""
+    gpu, sac = preset_configs(env, "sac", "gpu")
+    base, base_sac = preset_configs("G1MotionTrackingSAC", "sac", "gpu")
+    assert gpu.num_envs == 4096 and base.num_envs == 2048
+    assert dataclasses.replace(gpu, env=base.env, num_envs=base.num_envs) == base
+    assert (sac["alpha_init"], sac["target_entropy_ratio"]) == (0.005, ratio)
+    assert {k: v for k, v in sac.items() if k not in ("alpha_init", "target_entropy_ratio")} == {
+        k: v for k, v in base_sac.items() if k not in ("alpha_init", "target_entropy_ratio")
+    }
+    cpu, cpu_sac = preset_configs(env, "sac", "cpu")
+    assert cpu.num_envs == preset_configs("G1MotionTrackingSAC", "sac", "cpu")[0].num_envs
+    assert (cpu_sac["alpha_init"], cpu_sac["target_entropy_ratio"]) == (0.005, ratio)
+    assert "alpha_init" not in preset_configs(env, "td3", "gpu")[1]
 
 
 def test_given_values_win_over_the_preset():

@@ -1,6 +1,7 @@
 """G1MotionTrackingSAC on both physics: its MJX step against the reference's recorded rollout,
 the clip's end and a fall ending episodes on MJX, sizes, the config's refusals, and a C MuJoCo
-rollout through resets with the sampler's failure rates moving. Agreement with the reference's
+rollout through resets with the sampler's failure rates moving; the flips (its profiles) on C
+MuJoCo through resets and the wall flip's MJX step traced. Agreement with the reference's
 own env through resets on C MuJoCo is ``tests/test_reference_tracking.py``.
 
 One MJX program is compiled (``jit(env.step_batch)`` at the golden file's 6 envs; the states
@@ -154,6 +155,44 @@ def test_c_mujoco_rollout_resets_and_moves_the_sampler():
         env.close()
     assert ended >= 8
     assert np.all(rates == rates[0]) and rates[0].sum() > 0
+
+
+FLIPS = ("G1FlipTrackingSAC", "G1WallFlipTrackingSAC")
+
+
+@pytest.mark.parametrize("name", FLIPS)
+def test_the_flips_run_on_c_mujoco_through_resets(name):
+    """C MuJoCo collection on the default clip, 100 steps of full-scale random actions: the
+    reference's sizes, finite through episodes that end (at seed 5 some start close enough to
+    the clip's end; the wall flip's end only there, never terminated)."""
+    env = make(name, num_envs=4, sim_backend="mujoco", seed=5)
+    rng = np.random.default_rng(0)
+    try:
+        state = env.init_state()
+        assert state.obs["obs"].shape == (4, 160) and state.obs["critic"].shape == (4, 289)
+        ended = terminated = 0
+        for _ in range(100):
+            state = env.step(rng.uniform(-1, 1, (4, 29)).astype(np.float32))
+            ended += int(np.sum(state.terminated | state.truncated))
+            terminated += int(np.sum(state.terminated))
+            assert np.all(np.isfinite(state.obs["critic"])) and np.all(np.isfinite(state.reward))
+    finally:
+        env.close()
+    assert ended >= 1
+    if name == "G1WallFlipTrackingSAC":
+        assert terminated == 0
+
+
+def test_the_wall_flip_traces_on_mjx():
+    """The wall flip's MJX step traces (shapes only; not compiled: a G1 step costs 60-200 s to
+    compile here, and the tracker's MJX physics is compared above): MJX takes the wall scene's
+    box. (The flip's scene is G1WalkFlat's at 0.005 s; tracing it too would cost 30 s more.)"""
+    env = load("G1WallFlipTrackingSAC")
+    assert env.task.model.opt.timestep == 0.005 and env.task.n_frames == 4
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    states = jax.eval_shape(jax.vmap(env.reset), keys)
+    after = jax.eval_shape(env.step_batch, states, jax.ShapeDtypeStruct((2, 29), jnp.float32))
+    assert after.obs["obs"].shape == (2, 160) and after.obs["critic"].shape == (2, 289)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""Record golden data for G1MotionTrackingSAC from the REAL reference UniLab (unilabsim/UniLab @
-9aa57115), as a rollout through automatic resets.
+"""Record golden data for the G1 motion trackers (G1MotionTrackingSAC, G1FlipTrackingSAC,
+G1WallFlipTrackingSAC) from the REAL reference UniLab (unilabsim/UniLab @ 9aa57115), as a
+rollout through automatic resets.
 
 Runs ONLY in the reference's own virtual environment (its top-level package is also called
 ``unilab``; never import this file from our test suite), from the repository root::
@@ -10,38 +11,74 @@ Runs ONLY in the reference's own virtual environment (its top-level package is a
 ``CLIP.npz`` is holosoma's ``sub3_largebox_003_mj.npz`` in the reference's format (converted
 by body name: ``unilab-jax convert-motion``, or the reference's own
 ``scripts/motion/remap_fullbody_npz.py``; both give the same arrays). The env is built as
-``--algo sac --task g1_motion_tracking --sim mujoco`` builds it (hydra compose of
-``conf/offpolicy`` with ``algo=sac task=sac/g1_motion_tracking/mujoco`` plus
-``+env.motion_file=CLIP``, ``BackendAdapter(...).build_task_env_cfg_override()``,
-``registry.make``), with the task's own observation noise on. Recorded actions
-``clip(s N(0, 1), -1, 1)`` drive ``N`` envs for ``T`` steps; the scales make every env end at
-least once (falls and the clip's end), so the rollout runs through automatic resets. Every
-``np.random.uniform`` call and every ``np.random.choice`` of the frame sampler is logged in
-order with a tag, so our test replays observation noise, reset frames and reset noise from the
-reference's own draws. The file layout is in ``tests/golden/reference/README.md``.
+``--algo sac --task <hydra task> --sim mujoco`` builds it (hydra compose of ``conf/offpolicy``
+with ``algo=sac task=<TASKS[task].hydra>`` plus ``+env.motion_file=CLIP``,
+``BackendAdapter(...).build_task_env_cfg_override()``, ``registry.make``), with the task's own
+observation noise (none for the flips). A task whose recording names ``frames`` tracks that cut
+of the clip (written beside the output as ``<task>_clip.npz`` while recording, then removed):
+the flips' episodes end only at a fall or the clip's end (the wall flip's only at its end), so
+a short clip ends every episode soon. Recorded actions ``clip(s N(0, 1), -1, 1)`` drive ``N``
+envs for ``T`` steps; the scales make every env end at least once (falls and the clip's end),
+so the rollout runs through automatic resets. Every ``np.random.uniform`` / ``randint`` /
+``random`` call and every ``np.random.choice`` of the frame sampler is logged in order with a
+tag, so our test replays observation noise, reset frames and reset noise from the reference's
+own draws. The compiled model's arrays (``golden_g1.record_model``) and the env's resolved
+config (``meta.env_cfg``) are recorded too. The file layout is in
+``tests/golden/reference/README.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 # Run as a script: its folder is first on the path, the reference's ``unilab`` second.
-from golden_g1 import DEFAULT_REF_ROOT, REF_COMMIT, RngLog
+from golden_g1 import DEFAULT_REF_ROOT, REF_COMMIT, RngLog, record_model
 
-#: Our task name -> the reference's Hydra task (its SAC owner).
-TASKS = {"G1MotionTrackingSAC": "sac/g1_motion_tracking/mujoco"}
 ENVS = 6
-STEPS = 120
 SEED = 2468
 SEED_ACTIONS = 1357
 #: Per-env action scales: the small ones track for a while, the large ones fall quickly.
 ACTION_SCALES = (0.8, 0.8, 1.0, 1.0, 1.2, 1.2)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How one task is recorded."""
+
+    hydra: str
+    """The reference's Hydra task (its SAC owner)."""
+    steps: int = 120
+    """Control steps recorded."""
+    frames: tuple[int, int] | None = None
+    """Track the clip's frames ``[start, stop)`` only (None: the whole clip)."""
+    shift: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """... moved by this in the world (m; with ``frames`` only)."""
+    action_scales: tuple[float, ...] = ACTION_SCALES
+
+
+#: Our task name -> how it is recorded.
+TASKS = {
+    "G1MotionTrackingSAC": Recording("sac/g1_motion_tracking/mujoco"),
+    "G1FlipTrackingSAC": Recording(
+        "sac/g1_flip_tracking/mujoco", steps=100, frames=(0, 40), action_scales=(3.0,) * ENVS
+    ),
+    # Moved 0.2 m towards the wall, so the robot touches it.
+    "G1WallFlipTrackingSAC": Recording(
+        "sac/g1_wall_flip_tracking/mujoco",
+        steps=100,
+        frames=(0, 40),
+        shift=(0.0, 0.2, 0.0),
+        action_scales=(3.0,) * ENVS,
+    ),
+}
 
 
 def compose_override(ref_root: Path, task: str, clip: Path) -> dict:
@@ -55,7 +92,7 @@ def compose_override(ref_root: Path, task: str, clip: Path) -> dict:
             config_name="config",
             overrides=[
                 "algo=sac",
-                "task=sac/g1_motion_tracking/mujoco",
+                f"task={TASKS[task].hydra}",
                 f"+env.motion_file={clip}",
             ],
         )
@@ -63,11 +100,13 @@ def compose_override(ref_root: Path, task: str, clip: Path) -> dict:
 
 
 class SamplerLog:
-    """Wraps the frame sampler's ``np.random.choice`` (bins) and logs the probabilities."""
+    """Wraps the frame sampler's ``np.random.choice`` (adaptive: bins, with the probabilities)
+    and ``np.random.random`` (mixed: the start-or-uniform coin) and logs them."""
 
     def __init__(self, log: RngLog) -> None:
         self.log = log
         self._orig = np.random.choice
+        self._orig_random = np.random.random
 
     def __enter__(self) -> SamplerLog:
         log = self.log
@@ -80,27 +119,51 @@ class SamplerLog:
             log.values.append(np.asarray(p, dtype=np.float64))
             return out
 
+        def random(size=None):
+            out = self._orig_random(size)
+            log.calls.append({"fn": "random", "tag": log.tag, "shape": list(np.shape(out))})
+            log.values.append(np.asarray(out, dtype=np.float64))
+            return out
+
         np.random.choice = choice
+        np.random.random = random
         return self
 
     def __exit__(self, *exc) -> None:
         np.random.choice = self._orig
+        np.random.random = self._orig_random
+
+
+def cut_clip(clip: Path, recording: Recording, path: Path) -> Path:
+    """Write the clip's frames ``[start, stop)`` (every per-frame array), its bodies moved by
+    ``recording.shift``, to ``path``."""
+    start, stop = recording.frames
+    with np.load(clip) as data:
+        arrays = {k: data[k] if k == "fps" else data[k][start:stop] for k in data.files}
+    shift = np.asarray(recording.shift, arrays["body_pos_w"].dtype)
+    arrays["body_pos_w"][:, 1:] += shift  # the bodies; row 0 is the world
+    np.savez(path, **arrays)
+    return path
 
 
 def record(task: str, override: dict, out: dict) -> dict:
     from unilab.base import registry
 
     registry.ensure_registries()
+    recording = TASKS[task]
+    steps = recording.steps
     np.random.seed(SEED)
     rng = np.random.default_rng(SEED_ACTIONS)
-    scales = np.asarray(ACTION_SCALES, np.float32)[None, :, None]
-    actions = np.clip(scales * rng.standard_normal((STEPS, ENVS, 29)), -1, 1).astype(np.float32)
+    scales = np.asarray(recording.action_scales, np.float32)[None, :, None]
+    actions = np.clip(scales * rng.standard_normal((steps, ENVS, 29)), -1, 1).astype(np.float32)
     with RngLog() as log, SamplerLog(log):
         log.tag = "construct"
         env = registry.make(
             task, sim_backend="mujoco", env_cfg_override=copy.deepcopy(override), num_envs=ENVS
         )
         be = env._backend
+        model_meta = record_model(env, out)
+        env_cfg = json.loads(json.dumps(dataclasses.asdict(env.cfg), default=str))
         sampler = env.motion_sampler
         loader = env.motion_loader  # the clip as the env loaded it (the 14 tracked bodies)
         for key in ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w",
@@ -147,7 +210,7 @@ def record(task: str, override: dict, out: dict) -> dict:
         def push(key, value):
             rec.setdefault(key, []).append(np.array(value))
 
-        for t in range(STEPS):
+        for t in range(steps):
             log.tag = f"step{t}"
             push("qpos_before", be._physics_state[:, 1 : 1 + be.nq].astype(np.float32))
             push("qvel_before", be._physics_state[:, 1 + be.nq :].astype(np.float32))
@@ -192,10 +255,16 @@ def record(task: str, override: dict, out: dict) -> dict:
         raise SystemExit(f"only envs {ended.tolist()} reset: lengthen the rollout")
     return {
         "num_envs": ENVS,
-        "num_steps": STEPS,
+        "num_steps": steps,
         "seed_numpy_global": SEED,
         "seed_actions_default_rng": SEED_ACTIONS,
-        "action_scales": list(ACTION_SCALES),
+        "action_scales": list(recording.action_scales),
+        "clip_frames": None if recording.frames is None else list(recording.frames),
+        "clip_shift": list(recording.shift),
+        "model": model_meta,
+        "env_cfg": env_cfg,
+        "sim_substeps": int(env.cfg.sim_substeps),
+        "max_episode_steps": int(env.cfg.max_episode_steps),
         "rng_calls": log.calls,
         "rng_calls_before_first_step": n_calls_init,
         "rng_calls_after_step": rng_count,
@@ -213,9 +282,17 @@ def main() -> None:
     args = parser.parse_args()
     import mujoco
 
-    override = compose_override(args.ref_root, args.task, args.clip.resolve())
-    out: dict[str, np.ndarray] = {}
-    rollout = record(args.task, override, out)
+    clip = args.clip.resolve()
+    frames = TASKS[args.task].frames
+    if frames is not None:
+        clip = cut_clip(clip, TASKS[args.task], Path(args.out).resolve() / f"{args.task}_clip.npz")
+    try:
+        override = compose_override(args.ref_root, args.task, clip)
+        out: dict[str, np.ndarray] = {}
+        rollout = record(args.task, override, out)
+    finally:
+        if frames is not None:
+            clip.unlink()
     cfg = override
     meta = {
         "task": args.task,
@@ -227,7 +304,7 @@ def main() -> None:
         "env_cfg_override": json.loads(json.dumps(cfg, default=str)),
         "rollout": rollout,
         "regenerate": "REF_VENV/bin/python bench/reference/golden_tracking.py --clip CLIP.npz "
-        "--task G1MotionTrackingSAC --out tests/golden/reference",
+        f"--task {args.task} --out tests/golden/reference",
     }
     out["meta_json"] = np.array(json.dumps(meta))
     path = Path(args.out) / f"{args.task}.npz"

@@ -25,6 +25,7 @@ from unilab_jax.envs.base import (
 )
 from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
+from unilab_jax.envs.motion.flip import FLIP, WALL_FLIP, G1FlipTracking
 from unilab_jax.envs.motion.tracking import G1MotionTracking, TrackingConfig
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig, G1WalkRough
@@ -145,3 +146,5 @@ register("G1WalkRough", G1WalkRough, G1WalkFlatConfig(), family="locomotion")
 register("Go1JoystickFlat", Go1JoystickFlat, Go1JoystickFlatConfig(), family="locomotion")
 register("Go2JoystickFlat", Go2JoystickFlat, Go2JoystickFlatConfig(), family="locomotion")
 register("G1MotionTrackingSAC", G1MotionTracking, TrackingConfig(), family="tracking")
+register("G1FlipTrackingSAC", G1FlipTracking, FLIP, family="tracking")
+register("G1WallFlipTrackingSAC", G1FlipTracking, WALL_FLIP, family="tracking")

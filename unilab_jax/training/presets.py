@@ -191,6 +191,15 @@ _TRACKING_CPU_ALGO = {
     name: dict(settings, actor_hidden_dim=256, critic_hidden_dim=512)
     for name, settings in _TRACKING_ALGO.items()
 }
+# The flip trackers' SAC owners (conf/offpolicy/task/sac/g1_flip_tracking/mujoco.yaml and
+# g1_wall_flip_tracking) differ from G1MotionTrackingSAC's only in 4096 envs and the entropy
+# settings: alpha from 0.005 towards an entropy target of 0.05 (the flip) or 0 (the wall flip)
+# times the action size. The envs count on a GPU; the entropy settings at both scales.
+_FLIP_GPU_TRAIN = dict(num_envs=4096)
+_FLIP_SAC = {
+    "G1FlipTrackingSAC": dict(alpha_init=0.005, target_entropy_ratio=0.05),
+    "G1WallFlipTrackingSAC": dict(alpha_init=0.005, target_entropy_ratio=0.0),
+}
 
 _DMC_CPU_TRAIN = dict(
     num_envs=128,
@@ -428,6 +437,16 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
                 "the penalty weights its training runs at (a quarter of the declared ones)",
             )
         return preset
+    if env in _FLIP_SAC:
+        train = {**preset.train, **_FLIP_GPU_TRAIN} if preset.scale == "gpu" else preset.train
+        preset = dataclasses.replace(
+            preset,
+            train=train,
+            algo=_per_algo(preset.algo, {"sac": _FLIP_SAC[env]}),
+            source=f"{preset.source}; {env}'s own SAC owner: "
+            + ("4096 envs, " if preset.scale == "gpu" else "")
+            + ", ".join(f"{k} {v}" for k, v in _FLIP_SAC[env].items()),
+        )
     return preset
 
 

@@ -32,6 +32,8 @@ __all__ = [
     "bin_of",
     "bin_probabilities",
     "default_bins",
+    "draw_frame",
+    "mixed_frame",
     "update_failures",
 ]
 
@@ -57,6 +59,12 @@ def adaptive_frame(
     [0, 1)."""
     x = (bin_index.astype(jnp.float32) + offset) / jnp.float32(bins) * jnp.float32(num_frames - 1)
     return x.astype(jnp.int32)
+
+
+def mixed_frame(coin: jax.Array, uniform_frame: jax.Array, start_ratio: float) -> jax.Array:
+    """``mixed``: frame 0 where ``coin`` (``U(0, 1)``) is below ``start_ratio``, else the
+    uniformly drawn ``uniform_frame`` (the reference's Bernoulli, then its uniform frame)."""
+    return jnp.where(coin < jnp.float32(start_ratio), 0, uniform_frame).astype(jnp.int32)
 
 
 def bin_of(frame: jax.Array, bins: int, num_frames: int) -> jax.Array:
@@ -101,7 +109,7 @@ def draw_frame(
     if mode == "uniform":
         return uniform
     if mode == "mixed":
-        return jnp.where(jax.random.uniform(k_choice) < start_ratio, 0, uniform).astype(jnp.int32)
+        return mixed_frame(jax.random.uniform(k_choice), uniform, start_ratio)
     if mode == "adaptive":
         p = bin_probabilities(failures, uniform_ratio)
         bin_index = jax.random.choice(k_choice, failures.shape[-1], p=p)

@@ -17,7 +17,9 @@ __all__ = ["ROBOTS", "ROBOT_TASKS", "RobotAssetError", "robot_mjcf_path", "robot
 #: ``tests/test_robots_*.py``, which compile each model once per module (a robot's MJX step
 #: costs 30-60 s to compile on a CPU); the generic registry smoke tests cover the others.
 ROBOT_TASKS = (
+    "G1FlipTrackingSAC",
     "G1MotionTrackingSAC",
+    "G1WallFlipTrackingSAC",
     "G1WalkFlat",
     "G1WalkRough",
     "Go1JoystickFlat",

@@ -50,6 +50,7 @@ __all__ = [
     "STAND_JOINTS",
     "TERRAINS",
     "build_g1_model",
+    "g1_spec",
     "sensor_slices",
 ]
 
@@ -119,6 +120,12 @@ _HFIELD_SIZE = (10.0, 10.0, 0.05, 0.1)
 def build_g1_model(terrain: str = "flat") -> mujoco.MjModel:
     """Compile the reference's G1 walking model on ``terrain`` (:data:`TERRAINS`; module
     docstring) from mjlab's G1 MJCF."""
+    return g1_spec(terrain).compile()
+
+
+def g1_spec(terrain: str = "flat") -> mujoco.MjSpec:
+    """The G1 model on ``terrain`` (module docstring) as an uncompiled ``MjSpec``, for scenes
+    that add to it (the wall of ``envs/motion/flip.py``)."""
     if terrain not in TERRAINS:
         raise ValueError(f"unknown G1 terrain {terrain!r}; choose one of {', '.join(TERRAINS)}")
     spec = mujoco.MjSpec.from_file(str(robot_mjcf_path("g1")))
@@ -138,7 +145,7 @@ def build_g1_model(terrain: str = "flat") -> mujoco.MjModel:
     _add_sensors(spec, foot_contacts=terrain == "flat")
     stand = (0.0, 0.0, _STAND_HEIGHT[terrain], 1.0, 0.0, 0.0, 0.0, *STAND_JOINTS)
     spec.add_key(name="stand", qpos=list(stand), ctrl=list(STAND_JOINTS))
-    return spec.compile()
+    return spec
 
 
 def _add_floor(spec: mujoco.MjSpec, terrain: str) -> None:
