@@ -146,8 +146,9 @@ def test_a_trackers_video_draws_the_clip_beside_the_robot(tmp_path, gl_backend):
     qpos[1] += 1.0  # the robot a metre to the side of the clip's pose
 
     def orange(with_ghost: bool) -> float:
+        ghost = reference[None, None] if with_ghost else None
         one = play.Rollout(np.zeros(1), np.ones(1), qpos[None, None], np.zeros((1, 1, model.nv)),
-                           np.ones((1, 1), bool), reference[None, None] if with_ghost else None)  # fmt: skip
+                           np.ones((1, 1), bool), ghost)  # fmt: skip
         video = tmp_path / f"ghost{with_ghost}.mp4"
         assert write_video(video, model, one, width=160, height=120,
                            camera=resolve_camera(model, None), fps=50) == 1  # fmt: skip
