@@ -113,7 +113,7 @@ def _second_stage(argv: list[str], first: _FirstStage):
         TrainConfig,
         algo=f"The algorithm: {names}.",
         env_overrides="Task config fields to replace, as NAME VALUE pairs (a VALUE that reads "
-        "as JSON is taken as such: 0.5, true, [\"a.npz\", \"b.npz\"]), over the preset's: e.g. "
+        'as JSON is taken as such: 0.5, true, ["a.npz", "b.npz"]), over the preset\'s: e.g. '
         "--env-overrides motion_file my_clip.npz.",
     )
     run_options, algo_options = documented(RunOptions), documented(cls)
