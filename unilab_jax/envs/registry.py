@@ -26,6 +26,7 @@ from unilab_jax.envs.base import (
 from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
 from unilab_jax.envs.motion.tracking import G1MotionTracking, TrackingConfig
+from unilab_jax.envs.motion.tracking_obs import G1WBTObs, WBTObsConfig
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig
 from unilab_jax.envs.robots.go2 import Go2JoystickFlat, Go2JoystickFlatConfig
@@ -144,3 +145,4 @@ register("G1WalkFlat", G1WalkFlat, G1WalkFlatConfig(), family="locomotion")
 register("Go1JoystickFlat", Go1JoystickFlat, Go1JoystickFlatConfig(), family="locomotion")
 register("Go2JoystickFlat", Go2JoystickFlat, Go2JoystickFlatConfig(), family="locomotion")
 register("G1MotionTrackingSAC", G1MotionTracking, TrackingConfig(), family="tracking")
+register("G1WBTObs", G1WBTObs, WBTObsConfig(), family="tracking")

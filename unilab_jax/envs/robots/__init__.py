@@ -16,4 +16,10 @@ __all__ = ["ROBOTS", "ROBOT_TASKS", "RobotAssetError", "robot_mjcf_path", "robot
 #: Registered robot tasks. Their reset / step / size / NaN / backend smoke tests live in
 #: ``tests/test_robots_*.py``, which compile each model once per module (a robot's MJX step
 #: costs 30-60 s to compile on a CPU); the generic registry smoke tests cover the others.
-ROBOT_TASKS = ("G1MotionTrackingSAC", "G1WalkFlat", "Go1JoystickFlat", "Go2JoystickFlat")
+ROBOT_TASKS = (
+    "G1MotionTrackingSAC",
+    "G1WBTObs",
+    "G1WalkFlat",
+    "Go1JoystickFlat",
+    "Go2JoystickFlat",
+)
