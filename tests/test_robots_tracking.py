@@ -17,10 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_reference_tracking import golden
+from test_reference_tracking import Draws, dr_draws, golden
 
 from unilab_jax.envs import load, make
-from unilab_jax.envs.base import Env, EnvState
+from unilab_jax.envs.base import Env, EnvState, model_params
+from unilab_jax.envs.motion.tracking_obs import G1WBTObs
 
 pytestmark = [
     pytest.mark.timeout(900),
@@ -36,13 +37,14 @@ MJX_STEPS = 6
 
 
 @functools.cache
-def shared() -> tuple[Env, object]:
-    env = load("G1MotionTrackingSAC")
+def shared(name: str = "G1MotionTrackingSAC") -> tuple[Env, object]:
+    env = load(name)
     return env, jax.jit(env.step_batch)
 
 
-def states(env: Env, qpos, qvel, frame, step_count, key) -> EnvState:
-    """A batch at ``(qpos, qvel)`` tracking ``frame``, in ``reset``'s structure and dtypes."""
+def states(env: Env, qpos, qvel, frame, step_count, key, **extra) -> EnvState:
+    """A batch at ``(qpos, qvel)`` tracking ``frame``, in ``reset``'s structure and dtypes
+    (``extra``: more of the task state, e.g. G1WBTObs's model fields and push)."""
     n = len(qpos)
     keys = jax.random.split(key, n)
     like = jax.eval_shape(jax.vmap(env.reset), keys)
@@ -58,6 +60,7 @@ def states(env: Env, qpos, qvel, frame, step_count, key) -> EnvState:
         "tracked_frame": frame,
         "clip_end": jnp.full((n,), env.task.num_frames - 1, jnp.int32),
         "noise_key": keys,
+        **extra,
     }
     return blank.replace(
         physics=physics,
@@ -65,6 +68,21 @@ def states(env: Env, qpos, qvel, frame, step_count, key) -> EnvState:
         step_count=jnp.asarray(step_count, jnp.int32),
         key=keys,
     )
+
+
+def first_episode(task: G1WBTObs, arrays: dict, meta: dict) -> dict:
+    """G1WBTObs's first episodes as the reference drew them (model fields, encoder bias) and
+    its first push (on step 0), from the golden file's draws."""
+    draws = Draws(arrays, meta["rollout"]["rng_calls"])
+    draws.take("randint")
+    n = len(arrays["init.qpos"])
+    first = draws.reset(n, task)
+    draws.noise(task)
+    limit = np.float32(task.config.push_max_force)
+    force = draws.take("uniform", [n, 3]).astype(np.float32) * limit
+    extra = jax.vmap(task.episode_state)(dr_draws(first), jnp.asarray(arrays["init.qvel"]))
+    counter = jnp.zeros(n, jnp.int32)
+    return {**extra, "step_counter": counter, "push_force": jnp.asarray(force)}
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +127,49 @@ def test_mjx_follows_the_reference_rollout(mjx_rollout):
             weight = meta["rollout"]["reward_weights"][name] * 0.02
             ref = arrays[f"step.reward_raw.{name}"][t] * weight
             np.testing.assert_allclose(ours, ref, rtol=3e-2, atol=1e-4, err_msg=name)
+
+
+#: G1WBTObs's steps checked on MJX (step 0 carries a push).
+WBT_MJX_STEPS = 4
+
+
+def test_mjx_physics_of_g1wbtobs_with_its_randomised_model_and_push():
+    """G1WBTObs on MJX, one compiled program: its physics (0.005 s x 4) on each env's own
+    model fields (gains, pelvis mass and centre of mass, foot friction, the constants
+    ``mj_setConst`` derives) with its push, from each recorded state of the first steps (step
+    0 pushes 85-310 N) to the reference's next: within 2e-4 (qpos) and 2e-2 (qvel), medians
+    below 1e-6 and 1e-4. (The whole step compiles in about 100 s on a 2-core CPU, beyond this
+    suite's budget; the task's functions are the ones the C MuJoCo replay checks.)"""
+    arrays, meta = golden("G1WBTObs")
+    env = load("G1WBTObs")
+    task, physics = env.task, env.physics
+    ts = {"last_action": jnp.zeros((6, task.action_size)), **first_episode(task, arrays, meta)}
+
+    def one_step(qpos, qvel, params, ctrl, xfrc):
+        data = physics.step(physics.init(qpos, qvel, params), ctrl, params, xfrc)
+        return data.qpos, data.qvel
+
+    step = jax.jit(jax.vmap(one_step))
+    for t in range(WBT_MJX_STEPS):
+        action = jnp.asarray(arrays["step.action"][t])
+        ctrl = jax.vmap(task.ctrl_from_action)(action, ts)
+        np.testing.assert_allclose(ctrl, arrays["step.ctrl"][t], atol=1e-6)
+        xfrc = jax.vmap(task.xfrc_applied)(ts)
+        np.testing.assert_allclose(xfrc, arrays["step.xfrc"][t], rtol=1e-6, atol=1e-4)
+        qpos, qvel = step(
+            jnp.asarray(arrays["step.qpos_before"][t]),
+            jnp.asarray(arrays["step.qvel_before"][t]),
+            model_params(ts),
+            ctrl,
+            xfrc,
+        )
+        error_q = np.abs(np.asarray(qpos) - arrays["step.qpos_after"][t])
+        error_v = np.abs(np.asarray(qvel) - arrays["step.qvel_after"][t])
+        assert error_q.max() < 2e-4 and np.median(error_q) < 1e-6, (t, error_q.max())
+        assert error_v.max() < 2e-2 and np.median(error_v) < 1e-4, (t, error_v.max())
+        pushed = bool(np.any(arrays["step.xfrc"][t]))
+        ts = {**ts, "last_action": action, "push_force": jnp.zeros((6, 3))}
+        assert pushed == (t == 0)
 
 
 def test_mjx_ends_episodes_at_the_clip_end_and_on_a_fall():
@@ -218,3 +279,44 @@ def test_an_exported_policy_names_its_clip_and_action_rule():
     assert data["anchor_body"] == "torso_link" and len(data["body_names"]) == 14
     assert len(data["sha256"]) == 64
     assert scaling["kind"] == "affine_clipped" and scaling["action_scale"] == 2.0
+
+
+def test_c_mujoco_g1wbtobs_carries_the_actors_history_through_resets():
+    """C MuJoCo collection of G1WBTObs (4 envs, 80 steps of random actions, ending episodes):
+    every history block (gyro, joint angles, joint velocities, actions; 5 steps, oldest first)
+    of a step's observation is the previous one's moved one step on, its newest action the
+    action just taken; a fresh episode's (the first reset's too) holds its first entry 5
+    times; sizes 514 / 289, all finite."""
+    n, steps = 4, 80
+    blocks = ((64, 3), (79, 29), (224, 29), (369, 29))
+
+    def history(obs: np.ndarray, start: int, size: int) -> np.ndarray:
+        return obs[:, start : start + 5 * size].reshape(len(obs), 5, size)
+
+    def filled(obs: np.ndarray) -> None:
+        for start, size in blocks:
+            h = history(obs, start, size)
+            np.testing.assert_array_equal(h, np.broadcast_to(h[:, :1], h.shape))
+
+    env = make("G1WBTObs", num_envs=n, sim_backend="mujoco", seed=5)
+    rng = np.random.default_rng(0)
+    try:
+        state = env.init_state()
+        assert state.obs["obs"].shape == (n, 514) and state.obs["critic"].shape == (n, 289)
+        filled(state.obs["obs"])
+        ended = 0
+        for _ in range(steps):
+            before = state.obs["obs"].copy()
+            action = rng.uniform(-1, 1, (n, 29)).astype(np.float32)
+            state = env.step(action)
+            final, done = state.final_observation["obs"], state.terminated | state.truncated
+            for start, size in blocks:
+                h, h0 = history(final, start, size), history(before, start, size)
+                np.testing.assert_array_equal(h[:, :4], h0[:, 1:])
+            np.testing.assert_array_equal(history(final, 369, 29)[:, 4], action)
+            filled(state.obs["obs"][done])
+            ended += int(done.sum())
+            assert np.all(np.isfinite(state.obs["obs"])) and np.all(np.isfinite(state.reward))
+    finally:
+        env.close()
+    assert ended >= n

@@ -106,7 +106,8 @@ class RngLog:
                     "shape": list(np.shape(out)),
                 }
             )
-            log.values.append(np.asarray(out, dtype=np.float64))
+            # A copy: a caller may scale the draw in place (the MuJoCo backend's push force).
+            log.values.append(np.array(out, dtype=np.float64))
             return out
 
         def randint(low, high=None, size=None, dtype=int):

@@ -70,6 +70,8 @@ TASKS = {
     "G1FlipTrackingSAC": Recording(
         "sac/g1_flip_tracking/mujoco", steps=100, frames=(0, 40), action_scales=(3.0,) * ENVS
     ),
+    # Past its second push (every 200 steps from step 0).
+    "G1WBTObs": Recording("sac/g1_wbt_obs/mujoco", steps=210),
     # Moved 0.2 m towards the wall, so the robot touches it.
     "G1WallFlipTrackingSAC": Recording(
         "sac/g1_wall_flip_tracking/mujoco",
@@ -188,13 +190,44 @@ def record(task: str, override: dict, out: dict) -> dict:
         terms = [n for n, w in scales.items() if w != 0 and n in original_fns]
         pool_rec: dict = {}
         orig_pool_step = be._pool.step
+        nu, nbody = be.model.nu, be.model.nbody
 
         def pool_step(initial_state, **kw):
             state, sensor = orig_pool_step(initial_state, **kw)
-            pool_rec.update(control=np.array(kw["control"][:, 0, :]), state=np.array(state))
+            control = np.array(kw["control"][:, 0, :])
+            # With a push pending the controls carry xfrc_applied [nbody * 6] after the ctrl.
+            xfrc = np.zeros((control.shape[0], nbody, 6))
+            if control.shape[1] > nu:
+                xfrc = control[:, nu:].reshape(-1, nbody, 6)
+            pool_rec.update(control=control[:, :nu], xfrc=xfrc, state=np.array(state))
             return state, sensor
 
         be._pool.step = pool_step
+        # Every reset's domain randomisation as the pool receives it (the model fields).
+        dr: dict[str, list] = {"t": []}
+        orig_pool_reset = be._pool.reset
+
+        def pool_reset(*args, **kw):
+            randomization = kw.get("randomization") or {}
+            for key, value in randomization.items():
+                dr.setdefault(key, []).append(np.array(value, np.float64))
+            dr["t"].append(np.full(len(kw["env_ids"]), log.tag, dtype="<U16"))
+            dr.setdefault("env_ids", []).append(np.array(kw["env_ids"]))
+            return orig_pool_reset(*args, **kw)
+
+        be._pool.reset = pool_reset
+        dr_cfg = env.cfg.domain_rand
+        foot_ids = getattr(env._dr_manager._provider, "_foot_geom_ids", None)
+        if foot_ids is not None:
+            out["dr.foot_geom_ids"] = np.asarray(foot_ids)
+            out["dr.foot_geom_names"] = np.asarray([be.get_geom_names()[i] for i in foot_ids])
+        out["dr.base_body_mass"] = np.array(be._base_body_mass)
+        out["dr.base_body_ipos"] = np.array(be._base_body_ipos)
+        out["dr.base_geom_friction"] = be.get_geom_friction()
+        kp, kd = be.get_actuator_gains()
+        out["dr.nominal_kp"], out["dr.nominal_kd"] = kp, kd
+        out["dr.push_body_id"] = np.asarray(be._push_body_id)
+        out["model.opt.timestep"] = np.asarray(be.model.opt.timestep)
         log.tag = "init_state"
         state = env.init_state()
         n_calls_init = len(log.calls)
@@ -219,6 +252,8 @@ def record(task: str, override: dict, out: dict) -> dict:
             raw_terms.clear()
             state = env.step(actions[t].copy())
             push("ctrl", pool_rec["control"].astype(np.float32))
+            push("xfrc", pool_rec["xfrc"])
+            push("step_counter_before", np.asarray(env.step_counter - 1))
             push("qpos_after", pool_rec["state"][:, 1 : 1 + be.nq])
             push("qvel_after", pool_rec["state"][:, 1 + be.nq :])
             for name in terms:
@@ -250,6 +285,9 @@ def record(task: str, override: dict, out: dict) -> dict:
             out[f"reset.{key}"] = np.stack(values)
         for i, value in enumerate(log.values):
             out[f"rng.{i:04d}"] = value
+        for key, values in dr.items():
+            if values:
+                out[f"dr.reset.{key}"] = np.concatenate(values)
     ended = np.unique(out["reset.t_env"][:, 1])
     if len(ended) != ENVS:
         raise SystemExit(f"only envs {ended.tolist()} reset: lengthen the rollout")
@@ -270,6 +308,16 @@ def record(task: str, override: dict, out: dict) -> dict:
         "rng_calls_after_step": rng_count,
         "reward_terms": terms,
         "reward_weights": {n: float(scales[n]) for n in terms},
+        "domain_rand": json.loads(json.dumps(vars(dr_cfg), default=str)),
+        "noise_config": json.loads(json.dumps(vars(env.cfg.noise_config), default=str)),
+        "sensor": {k: getattr(env.cfg.sensor, k) for k in ("local_linvel", "gyro", "upvector")},
+        "sim_dt": float(env.cfg.sim_dt),
+        "post_step_forward_sensor": bool(getattr(env.cfg, "post_step_forward_sensor", False)),
+        "action_latency": bool(env.cfg.control_config.simulate_action_latency),
+        "anchor_pos_z_threshold": float(env.cfg.anchor_pos_z_threshold),
+        "ee_body_pos_z_threshold": float(env.cfg.ee_body_pos_z_threshold),
+        "anchor_ori_threshold": float(env.cfg.anchor_ori_threshold),
+        "obs_sizes": dict(env.obs_groups_spec),
     }
 
 

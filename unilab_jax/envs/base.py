@@ -48,8 +48,9 @@ pieces, so task authors know which task state each piece sees):
       task state becomes the fresh one, its persistent keys kept;
 4. the backend applies the reset where ``done``: it builds the fresh physics from the drawn
    ``(qpos, qvel)`` (MJX: a fresh ``mjx.Data``, selected per leaf by :func:`auto_reset`; C
-   MuJoCo: the ended rows of its batch are overwritten) and observes it with the fresh task
-   state; ``obs`` is that fresh observation where ``done``, ``final_obs`` stays 3d's.
+   MuJoCo: the ended rows of its batch are overwritten), completes the fresh task state from
+   it (``task.start_episode``) and observes it (:func:`reset_observation`); ``obs`` is that
+   fresh observation where ``done``, ``final_obs`` stays 3d's.
 
 Playground / Brax adapters (``adapters/base.py``) replace 1-3d with the foreign env's own
 ``step`` and then end with the same :func:`time_limit` and :func:`auto_reset`.
@@ -92,6 +93,7 @@ from unilab_jax.envs.pipeline import (
     finish_batch,
     observation_groups,
     post_physics,
+    reset_observation,
     reward_metrics,
     time_limit,
     where_done,
@@ -129,6 +131,7 @@ __all__ = [
     "replace_model_fields",
     "observation_groups",
     "post_physics",
+    "reset_observation",
     "reward_metrics",
     "time_limit",
     "where_done",
@@ -321,7 +324,7 @@ class Env(FunctionalEnv):
         """Start one episode from ``key``."""
         qpos, qvel, task_state, key = draw_initial_conditions(self.task, key)
         data = self.physics.init(qpos, qvel, model_params(task_state))
-        obs = observation_groups(self.task, data, task_state)
+        obs, task_state = reset_observation(self.task, data, task_state)
         # Evaluate the reward once only to learn the component names/shapes; XLA drops the math.
         _, components = self.task.reward(
             data, jnp.zeros((self.action_size,), jnp.float32), task_state
@@ -348,5 +351,6 @@ class Env(FunctionalEnv):
         with jax.named_scope("reset"):
             # Where done, the task state is already the fresh episode's (its model fields too).
             fresh = self.physics.init(qpos0, qvel0, model_params(state.task_state))
-            obs = observation_groups(self.task, fresh, state.task_state)
+            obs, task_state = reset_observation(self.task, fresh, state.task_state)
+            state = state.replace(task_state=where_done(state.done, task_state, state.task_state))
         return auto_reset(state, fresh, obs)

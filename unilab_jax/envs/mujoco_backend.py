@@ -56,7 +56,7 @@ import mujoco
 import mujoco.batch as mujoco_batch  # ``import mujoco`` alone does not import it
 import numpy as np
 
-from unilab_jax.envs.base import EnvState, Task, observation_groups, post_physics
+from unilab_jax.envs.base import EnvState, Task, post_physics, reset_observation
 
 with contextlib.redirect_stdout(io.StringIO()):  # silence "Failed to import warp"
     from mujoco import mjx
@@ -152,7 +152,7 @@ def trace_step(task: Task, data: Any, key: jax.Array) -> EnvState:
     task_state = task.init_task_state(k_init)
     action = jnp.zeros((task.action_size,), jnp.float32)
     # The reset's observation sees the initial task state (a task may read fields only then).
-    observation_groups(task, data, task_state)
+    reset_observation(task, data, task_state)
     state, _ = post_physics(task, data, action, task_state, k_step, jnp.zeros((), jnp.int32))
     return state.replace(physics=None)  # ``data`` may be a field recorder, not a pytree
 

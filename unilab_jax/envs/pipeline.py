@@ -2,7 +2,8 @@
 
 :func:`draw_initial_conditions` (the random part of a reset), :func:`observation_groups` and
 :func:`reward_metrics` (a task's observation and reward components in the form every backend
-returns), :func:`post_physics` (everything after the physics of a control step), and the two
+returns), :func:`reset_observation` (a fresh episode's first observation and task state),
+:func:`post_physics` (everything after the physics of a control step), and the two
 end pieces every env's ``step`` shares, adapters included: :func:`time_limit` and
 :func:`auto_reset` (with :func:`where_done`, their per-leaf select). All are pure JAX
 functions of one env, called under ``vmap``. The order in which a control step runs them is
@@ -29,6 +30,7 @@ __all__ = [
     "finish_batch",
     "observation_groups",
     "post_physics",
+    "reset_observation",
     "reward_metrics",
     "time_limit",
     "where_done",
@@ -119,6 +121,16 @@ def observation_groups(
         raise KeyError(f"{type(task).__name__}.observe must return an {OBS_KEY!r} group")
     groups.setdefault(CRITIC_KEY, groups[OBS_KEY])
     return {k: jnp.asarray(v, jnp.float32) for k, v in groups.items()}
+
+
+def reset_observation(
+    task: Task, data: Any, task_state: dict[str, jax.Array]
+) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
+    """A fresh episode's first observation groups and task state: :meth:`Task.start_episode`
+    on its first physics state, then :func:`observation_groups`. One function for every
+    backend."""
+    task_state = task.start_episode(data, task_state)
+    return observation_groups(task, data, task_state), task_state
 
 
 def reward_metrics(components: Mapping[str, jax.Array]) -> dict[str, jax.Array]:

@@ -27,6 +27,7 @@ from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
 from unilab_jax.envs.motion.flip import FLIP, WALL_FLIP, G1FlipTracking
 from unilab_jax.envs.motion.tracking import G1MotionTracking, TrackingConfig
+from unilab_jax.envs.motion.tracking_obs import G1WBTObs, WBTObsConfig
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig, G1WalkRough
 from unilab_jax.envs.robots.go2 import Go2JoystickFlat, Go2JoystickFlatConfig
@@ -148,3 +149,4 @@ register("Go2JoystickFlat", Go2JoystickFlat, Go2JoystickFlatConfig(), family="lo
 register("G1MotionTrackingSAC", G1MotionTracking, TrackingConfig(), family="tracking")
 register("G1FlipTrackingSAC", G1FlipTracking, FLIP, family="tracking")
 register("G1WallFlipTrackingSAC", G1FlipTracking, WALL_FLIP, family="tracking")
+register("G1WBTObs", G1WBTObs, WBTObsConfig(), family="tracking")

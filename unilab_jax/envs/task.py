@@ -190,6 +190,14 @@ class Task(abc.ABC):
         an exported policy's metadata; None (default): none."""
         return None
 
+    def start_episode(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """A fresh episode's task state completed from its first physics state ``data`` (the
+        one its first observation reads), e.g. an observation history filled with that
+        observation's values. Runs after the reset draw's physics is built, before
+        :meth:`observe`. Default: unchanged."""
+        del data
+        return task_state
+
     def ends_episode(self, task_state: dict[str, jax.Array]) -> jax.Array:
         """The task's own truncation (a motion clip's end), from the task state after the
         step; it counts only where the episode did not terminate. Default: never."""

@@ -24,8 +24,9 @@ from unilab_jax.envs.base import (
     Task,
     draw_initial_conditions,
     model_params,
-    observation_groups,
     post_physics,
+    reset_observation,
+    where_done,
 )
 from unilab_jax.envs.mujoco_backend import MujocoBatchPhysics, PhysicsView, trace_task
 from unilab_jax.envs.vec_env_base import VecEnv, VecEnvState, writable
@@ -95,7 +96,13 @@ class MujocoVecEnv(VecEnv):
             jax.vmap(lambda a, ts: jnp.asarray(task.ctrl_from_action(a, ts), jnp.float32))
         )
         self._xfrc_fn = jax.jit(jax.vmap(task.xfrc_applied)) if task.applies_forces else None
-        self._observe_fn = jax.jit(jax.vmap(lambda d, ts: observation_groups(task, d, ts)))
+
+        def fresh(data: Any, task_state: Any, done: jax.Array) -> tuple[Any, Any]:
+            # A fresh episode's observation and task state, the task state kept where not done.
+            obs, started = reset_observation(task, data, task_state)
+            return obs, where_done(done, started, task_state)
+
+        self._fresh_fn = jax.jit(jax.vmap(fresh))
         self._initial_fn = jax.jit(jax.vmap(lambda k: draw_initial_conditions(task, k)))
 
         def post(*args: Any) -> tuple[EnvState, tuple[jax.Array, jax.Array]]:
@@ -137,7 +144,9 @@ class MujocoVecEnv(VecEnv):
             keys = jax.device_put(keys, self._cpu)
             qpos0, qvel0, task_state, keys = self._initial_fn(keys)
             self.physics.init(None, np.asarray(qpos0), np.asarray(qvel0), _host_params(task_state))
-            obs = jax.device_get(self._observe_fn(PhysicsView(self.physics.view()), task_state))
+            everyone = jnp.ones(self.num_envs, bool)
+            obs, task_state = self._fresh_fn(PhysicsView(self.physics.view()), task_state, everyone)
+            obs = jax.device_get(obs)
         self._task_state, self._keys = task_state, keys
         self._step_count = step_count.astype(np.int32, copy=True)
         return {k: np.asarray(v) for k, v in obs.items()}
@@ -171,7 +180,9 @@ class MujocoVecEnv(VecEnv):
                 params = {f: v[ids] for f, v in _host_params(out.task_state).items()}
                 self.physics.init(ids, qpos0[ids], qvel0[ids], params)
                 self.physics.refresh_rows(view, ids)
-                fresh = jax.device_get(self._observe_fn(PhysicsView(view), out.task_state))
+                fresh, task_state = self._fresh_fn(PhysicsView(view), out.task_state, done)
+                out = out.replace(task_state=task_state)
+                fresh = jax.device_get(fresh)
                 obs = {k: np.where(done[:, None], fresh[k], v) for k, v in final_obs.items()}
             else:
                 obs = dict(final_obs)  # VecEnv.step makes obs and final_observation distinct

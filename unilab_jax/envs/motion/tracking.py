@@ -30,7 +30,7 @@ starts, ``sampler.py``; the anchor-frame kinematics, ``anchor.py``.
       [ 58: 61] the clip anchor's position in the robot anchor's frame
       [ 61: 67] the clip anchor's orientation in it (6D: two rotation columns, row by row)
       [ 67: 70] pelvis IMU linear velocity (local)     + noise_linvel
-      [ 70: 73] torso gyro                             + noise_gyro
+      [ 70: 73] gyro (gyro_sensor: the torso's)        + noise_gyro
       [ 73:102] joint angles - default pose            + noise_joint_angle
       [102:131] joint velocities                       + noise_joint_vel
       [131:160] the action just applied (0 after a reset)
@@ -96,6 +96,8 @@ class G1MotionTracking(Task):
     """The reference's G1 motion tracker (module docstring)."""
 
     reward_bounds = (-0.5, 0.15)
+    #: The observation noise draws, in the reference's order (a profile may add slots).
+    noise_slots: tuple[tuple[str, int], ...] = NOISE_SLOTS
     reset_forward = True  # the reset observation reads sensors and body frames
     #: The sampler's failure rates (the batch's) and the frame each env tracked on the last
     #: step, which the rates are updated with after that env's reset.
@@ -270,44 +272,58 @@ class G1MotionTracking(Task):
 
     def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
         return self.observation(
-            data, task_state, uniform_noise(task_state["noise_key"], NOISE_SLOTS)
+            data, task_state, uniform_noise(task_state["noise_key"], self.noise_slots)
         )
 
-    def observation(
-        self, data: Any, task_state: dict[str, jax.Array], draws: dict[str, jax.Array]
-    ) -> dict[str, jax.Array]:
-        """The observation groups with the noise of ``draws`` (``U(-1, 1)`` per
-        :data:`NOISE_SLOTS` slot); :meth:`observe` draws them from the task state's key."""
+    def proprioception(self, data: Any) -> dict[str, jax.Array]:
+        """The robot's own sensing, clean, by :data:`NOISE_SLOTS` name: pelvis IMU linear
+        velocity (local), the config's gyro, joint angles - default pose, joint velocities."""
+        return {
+            "linvel": self.sensor(data, "pelvis_local_linvel"),
+            "gyro": self.sensor(data, self.config.gyro_sensor),
+            "joint_angle": data.qpos[7:] - self._default_pose,
+            "joint_vel": data.qvel[6:],
+        }
+
+    def critic_observation(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:
+        """The critic group [289] (module docstring): the observation's terms clean, the
+        tracked bodies in the robot anchor's frame, the pelvis linear velocity."""
         m = self.motion_at(task_state["obs_frame"])
         body = self.bodies(data)
         a = self.anchor
         anchor_pos, anchor_ori = in_frame(
             body["pos"][a], body["quat"][a], m["body_pos"][a], m["body_quat"][a]
         )
-        clean = {
-            "linvel": self.sensor(data, "pelvis_local_linvel"),
-            "gyro": self.sensor(data, "torso_gyro"),
-            "joint_angle": data.qpos[7:] - self._default_pose,
-            "joint_vel": data.qvel[6:],
-        }
-        head = [m["joint_pos"], m["joint_vel"], anchor_pos, anchor_ori]
-        tail = [task_state["last_action"]]
+        clean = self.proprioception(data)
         body_pos, body_ori = in_frame(body["pos"][a], body["quat"][a], body["pos"], body["quat"])
-        critic = jnp.concatenate(
+        return jnp.concatenate(
             [
-                *head,
+                m["joint_pos"],
+                m["joint_vel"],
+                anchor_pos,
+                anchor_ori,
                 *(clean[k] for k, _ in NOISE_SLOTS),
-                *tail,
+                task_state["last_action"],
                 body_pos.reshape(-1),
                 body_ori.reshape(-1),
                 clean["linvel"],
             ]
         )
+
+    def observation(
+        self, data: Any, task_state: dict[str, jax.Array], draws: dict[str, jax.Array]
+    ) -> dict[str, jax.Array]:
+        """The observation groups with the noise of ``draws`` (``U(-1, 1)`` per
+        :attr:`noise_slots` slot); :meth:`observe` draws them from the task state's key."""
+        critic = self.critic_observation(data, task_state)
         level = self.config.noise_level
         if level <= 0.0:
             return {"obs": critic[:160], "critic": critic}
-        noisy = apply_obs_noise(clean, draws, level, self._noise_scales)
-        obs = jnp.concatenate([*head, *(noisy[k] for k, _ in NOISE_SLOTS), *tail])
+        noisy = apply_obs_noise(self.proprioception(data), draws, level, self._noise_scales)
+        # [command 58, anchor pos 3, anchor ori 6] and the action are the critic's.
+        obs = jnp.concatenate(
+            [critic[:67], *(noisy[k] for k, _ in NOISE_SLOTS), task_state["last_action"]]
+        )
         return {"obs": obs, "critic": critic}
 
     def _tracking(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, Any]:

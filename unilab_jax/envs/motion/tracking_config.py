@@ -72,6 +72,8 @@ class TrackingConfig:
     """``ctrl = default_pose + action_scale * action`` (one value, or one per joint)."""
     action_latency: bool = False
     """Apply the previous step's action (one control step of latency)."""
+    gyro_sensor: str = "torso_gyro"
+    """The gyro the observation reads (``pelvis_gyro``: the pelvis IMU's)."""
     truncate_on_clip_end: bool = True
     """An episode ends (truncated) when its clip does. (The reference's other choice, jumping
     the robot to a new frame mid-episode, is not reproduced.)"""

@@ -19,9 +19,10 @@ __all__ = ["ROBOTS", "ROBOT_TASKS", "RobotAssetError", "robot_mjcf_path", "robot
 ROBOT_TASKS = (
     "G1FlipTrackingSAC",
     "G1MotionTrackingSAC",
-    "G1WallFlipTrackingSAC",
+    "G1WBTObs",
     "G1WalkFlat",
     "G1WalkRough",
+    "G1WallFlipTrackingSAC",
     "Go1JoystickFlat",
     "Go2JoystickFlat",
 )

@@ -3,8 +3,9 @@
 mirror map of their common observation layout (:func:`locomotion_mirror`), floating-base
 kinematics (:func:`world_to_body`, :func:`base_state`, :func:`yaw_quaternion`), the model
 constants MJX does not recompute (:func:`setconst_weights`), and the reference's rules for
-observation noise (:func:`uniform_noise`, :func:`apply_obs_noise`) and weighted rewards
-(:func:`weighted_reward`)."""
+observation noise (:func:`uniform_noise`, :func:`apply_obs_noise`), weighted rewards
+(:func:`weighted_reward`), domain randomisation (:func:`uniform`, :func:`model_field`,
+:func:`position_gains`) and pushes (:func:`interval_push`, :func:`body_force`)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,17 @@ from unilab_jax.envs.mirror import (
 from unilab_jax.envs.task import VelocityTracking
 
 __all__ = [
+    "SETCONST_FIELDS",
     "LocomotionTask",
     "apply_obs_noise",
     "base_state",
+    "body_force",
+    "interval_push",
     "locomotion_mirror",
+    "model_field",
+    "position_gains",
     "setconst_weights",
+    "uniform",
     "uniform_noise",
     "weighted_reward",
     "world_to_body",
@@ -158,6 +165,10 @@ def weighted_reward(
     return total * dt, {name: terms[name] * weight * dt for name, weight in weights.items()}
 
 
+#: The model constants :func:`setconst_weights` computes (``Task.model_fields`` names).
+SETCONST_FIELDS = ("body_subtreemass", "body_invweight0", "dof_invweight0")
+
+
 def setconst_weights(
     model: mujoco.MjModel, fields: Mapping[str, jax.Array]
 ) -> dict[str, jax.Array]:
@@ -213,3 +224,50 @@ def setconst_weights(
     for b in range(model.nbody - 1, 0, -1):  # children come after their parents
         subtree = subtree.at[model.body_parentid[b]].add(subtree[b])
     return {"body_subtreemass": subtree, "body_invweight0": invweight, "dof_invweight0": dof}
+
+
+def uniform(key: jax.Array, shape: tuple[int, ...], low: Any, high: Any) -> jax.Array:
+    """``U(low, high)`` of ``shape`` in float32 (bounds broadcast)."""
+    low = jnp.asarray(low, jnp.float32)
+    high = jnp.asarray(high, jnp.float32)
+    return jax.random.uniform(key, shape, jnp.float32, low, high)
+
+
+def model_field(model: mujoco.MjModel, name: str) -> np.ndarray:
+    """A compiled model field by its ``Task.model_fields`` name (``"opt.<name>"`` for an
+    option)."""
+    if name.startswith("opt."):
+        return np.asarray(getattr(model.opt, name[4:]))
+    return np.asarray(getattr(model, name))
+
+
+def position_gains(
+    gainprm: jax.Array, biasprm: jax.Array, kp: jax.Array, kd: jax.Array
+) -> dict[str, jax.Array]:
+    """``actuator_gainprm`` / ``actuator_biasprm`` of position actuators with gains ``kp``
+    and ``kd`` (scalars or one per actuator): MuJoCo's ``kp (ctrl - q) - kd qdot`` is
+    ``gain = kp``, ``bias = (0, -kp, -kd)``."""
+    kp = jnp.asarray(kp, jnp.float32)
+    kd = jnp.asarray(kd, jnp.float32)
+    return {
+        "actuator_gainprm": gainprm.at[:, 0].set(kp),
+        "actuator_biasprm": biasprm.at[:, 1].set(-kp).at[:, 2].set(-kd),
+    }
+
+
+def interval_push(
+    key: jax.Array, step_counter: jax.Array, interval: int, max_force: Any
+) -> jax.Array:
+    """The reference's interval push: on control steps 0, ``interval``, ``2 interval``, ... of
+    a step counter the batch shares, a world-frame force ``U(-1, 1) * max_force`` [3] (N), held
+    over that step; zero on the other steps and when ``interval`` is 0."""
+    force = uniform(key, (3,), -1.0, 1.0) * jnp.asarray(max_force, jnp.float32)
+    if interval <= 0:
+        return jnp.zeros_like(force)
+    return jnp.where(step_counter % interval == 0, force, jnp.zeros_like(force))
+
+
+def body_force(nbody: int, body: int, force: jax.Array) -> jax.Array:
+    """``xfrc_applied`` [nbody, 6] with world-frame ``force`` [3] on ``body``'s centre of
+    mass and nothing else."""
+    return jnp.zeros((nbody, 6), jnp.float32).at[body, 0:3].set(force)

@@ -108,16 +108,21 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 
 from unilab_jax.envs.base import MODEL_PARAMS_KEY
 from unilab_jax.envs.mirror import SignedPermutation, hinge_mirror, left_right_partner
 from unilab_jax.envs.robots.common import (
+    SETCONST_FIELDS,
     LocomotionTask,
     apply_obs_noise,
+    body_force,
+    interval_push,
     locomotion_mirror,
+    model_field,
+    position_gains,
     setconst_weights,
+    uniform,
     uniform_noise,
     weighted_reward,
     yaw_quaternion,
@@ -160,7 +165,7 @@ REWARD_TERMS = (
 )
 #: Model constants ``mj_setConst`` derives from the masses, which MJX does not recompute: the
 #: task computes them per episode (:func:`~unilab_jax.envs.robots.common.setconst_weights`).
-DERIVED_FIELDS = ("body_subtreemass", "body_invweight0", "dof_invweight0")
+DERIVED_FIELDS = SETCONST_FIELDS
 #: Episode draws of the domain randomisation (each a scalar but gravity [3]).
 DR_DRAWS = ("base_mass_delta", "com_offset_x", "gravity", "kp_multiplier", "kd_multiplier")
 
@@ -210,7 +215,7 @@ class Go2JoystickFlat(LocomotionTask):
         joint_of = [int(model.jnt_qposadr[j]) for j in model.actuator_trnid[:, 0]]
         self._ctrl_offset = jnp.asarray(home[joint_of])
         self._nominal = {
-            f: jnp.asarray(_model_field(model, f), jnp.float32)
+            f: jnp.asarray(model_field(model, f), jnp.float32)
             for f in self.model_fields
             if f not in DERIVED_FIELDS
         }
@@ -247,9 +252,9 @@ class Go2JoystickFlat(LocomotionTask):
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         k_xy, k_yaw, k_vel = jax.random.split(key, 3)
         cfg = self.config
-        xy = _uniform(k_xy, (2,), -cfg.init_xy_range, cfg.init_xy_range)
-        yaw = _uniform(k_yaw, (), -math.pi, math.pi)
-        base_qvel = _uniform(k_vel, (6,), -cfg.init_base_vel, cfg.init_base_vel)
+        xy = uniform(k_xy, (2,), -cfg.init_xy_range, cfg.init_xy_range)
+        yaw = uniform(k_yaw, (), -math.pi, math.pi)
+        base_qvel = uniform(k_vel, (6,), -cfg.init_base_vel, cfg.init_base_vel)
         return self.initial_qpos_qvel(xy, yaw, base_qvel)
 
     def draw_randomisation(self, key: jax.Array) -> dict[str, jax.Array]:
@@ -257,11 +262,11 @@ class Go2JoystickFlat(LocomotionTask):
         cfg = self.config
         keys = jax.random.split(key, 5)
         return {
-            "base_mass_delta": _uniform(keys[0], (), *cfg.added_mass_range),
-            "com_offset_x": _uniform(keys[1], (), *cfg.com_offset_x_range),
-            "gravity": _uniform(keys[2], (3,), cfg.gravity_low, cfg.gravity_high),
-            "kp_multiplier": _uniform(keys[3], (), *cfg.kp_multiplier_range),
-            "kd_multiplier": _uniform(keys[4], (), *cfg.kd_multiplier_range),
+            "base_mass_delta": uniform(keys[0], (), *cfg.added_mass_range),
+            "com_offset_x": uniform(keys[1], (), *cfg.com_offset_x_range),
+            "gravity": uniform(keys[2], (3,), cfg.gravity_low, cfg.gravity_high),
+            "kp_multiplier": uniform(keys[3], (), *cfg.kp_multiplier_range),
+            "kd_multiplier": uniform(keys[4], (), *cfg.kd_multiplier_range),
         }
 
     def randomised_values(self, draws: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
@@ -282,11 +287,11 @@ class Go2JoystickFlat(LocomotionTask):
         """The per-episode model fields (``Task.model_fields``) of :meth:`randomised_values`,
         with the inverse weights ``mj_setConst`` would derive from them (for MJX)."""
         nominal, base = self._nominal, self._base
-        kp = jnp.asarray(values["kp"], jnp.float32)
-        kd = jnp.asarray(values["kd"], jnp.float32)
+        gains = position_gains(
+            nominal["actuator_gainprm"], nominal["actuator_biasprm"], values["kp"], values["kd"]
+        )
         fields = {
-            "actuator_gainprm": nominal["actuator_gainprm"].at[:, 0].set(kp),
-            "actuator_biasprm": nominal["actuator_biasprm"].at[:, 1].set(-kp).at[:, 2].set(-kd),
+            **gains,
             "body_mass": nominal["body_mass"].at[base].set(values["base_mass"]),
             "body_ipos": nominal["body_ipos"].at[base].set(values["base_com"]),
             "opt.gravity": jnp.asarray(values["gravity"], jnp.float32),
@@ -295,7 +300,7 @@ class Go2JoystickFlat(LocomotionTask):
 
     def draw_command(self, key: jax.Array) -> jax.Array:
         """An episode's velocity command [3] (vx, vy, yaw rate), uniform in the config's box."""
-        return _uniform(key, (3,), self.config.command_low, self.config.command_high)
+        return uniform(key, (3,), self.config.command_low, self.config.command_high)
 
     def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
         k_cmd, k_dr, k_noise, k_push = jax.random.split(key, 4)
@@ -323,13 +328,11 @@ class Go2JoystickFlat(LocomotionTask):
 
     def push_force(self, key: jax.Array, step_counter: jax.Array) -> jax.Array:
         """The world-frame force [3] on the base during step ``step_counter`` (0 if none)."""
-        limit = jnp.asarray(self.config.push_max_force, jnp.float32)
-        force = _uniform(key, (3,), -1.0, 1.0) * limit
-        return jnp.where(self.is_push_step(step_counter), force, jnp.zeros_like(force))
+        cfg = self.config
+        return interval_push(key, step_counter, cfg.push_interval, cfg.push_max_force)
 
     def xfrc_applied(self, task_state: dict[str, jax.Array]) -> jax.Array:
-        xfrc = jnp.zeros((self.model.nbody, 6), jnp.float32)
-        return xfrc.at[self._base, 0:3].set(task_state["push_force"])
+        return body_force(self.model.nbody, self._base, task_state["push_force"])
 
     # ----------------------------------------------------------------- step
     def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
@@ -454,15 +457,3 @@ class Go2JoystickFlat(LocomotionTask):
     def terminated(self, data: Any, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state
         return self.sensors(data)["upvector"][2] <= self.config.min_upvector_z
-
-
-def _uniform(key: jax.Array, shape: tuple[int, ...], low: Any, high: Any) -> jax.Array:
-    low = jnp.asarray(low, jnp.float32)
-    high = jnp.asarray(high, jnp.float32)
-    return jax.random.uniform(key, shape, jnp.float32, low, high)
-
-
-def _model_field(model: mujoco.MjModel, name: str) -> np.ndarray:
-    if name.startswith("opt."):
-        return np.asarray(getattr(model.opt, name[4:]))
-    return np.asarray(getattr(model, name))
