@@ -76,8 +76,8 @@ def first_episode(task: G1WBTObs, arrays: dict, meta: dict) -> dict:
     draws = Draws(arrays, meta["rollout"]["rng_calls"])
     draws.take("randint")
     n = len(arrays["init.qpos"])
-    first = draws.reset(n, task)
-    draws.noise(task)
+    first = draws.reset(task, n, jnp.zeros(task.bins, jnp.float32))
+    draws.noise(task, n)
     limit = np.float32(task.config.push_max_force)
     force = draws.take("uniform", [n, 3]).astype(np.float32) * limit
     extra = jax.vmap(task.episode_state)(dr_draws(first), jnp.asarray(arrays["init.qvel"]))
