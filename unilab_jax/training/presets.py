@@ -166,6 +166,9 @@ _TRACKING_GPU_TRAIN = dict(
     log_interval=50,
     save_interval=1000,
 )
+# The reference's deployable profile G1WBTObs (sac/g1_wbt_obs/mujoco.yaml) differs from that
+# recipe in its run size only: 4096 envs, 140,000 iterations.
+_TASK_GPU_TRAIN = {"G1WBTObs": dict(num_envs=4096, max_iterations=140000)}
 _TRACKING_SUPPORT = dict(gamma=0.99, tau=0.05, num_atoms=501, v_min=-20.0, v_max=20.0)
 _TRACKING_ALGO = {
     "sac": dict(_TRACKING_SUPPORT, alpha_init=0.1, target_entropy_ratio=0.5, max_grad_norm=10.0),
@@ -426,6 +429,14 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
                 "the penalty weights its training runs at (a quarter of the declared ones)",
             )
         return preset
+    own = _TASK_GPU_TRAIN.get(env) if preset.scale == "gpu" else None
+    if own:
+        shown = ", ".join(f"{k}={v}" for k, v in own.items())
+        preset = dataclasses.replace(
+            preset,
+            train={**preset.train, **own},
+            source=f"{preset.source}; {env}'s own recipe: {shown}",
+        )
     return preset
 
 
