@@ -142,6 +142,21 @@ def test_the_flip_trackers_take_their_own_sac_owners_envs_and_entropy(env, ratio
     assert "alpha_init" not in preset_configs(env, "td3", "gpu")[1]
 
 
+def test_g1wbtobs_takes_its_own_run_size_on_a_gpu_the_tracking_recipe_otherwise():
+    """The reference's G1WBTObs owner differs from G1MotionTrackingSAC's in 4096 envs and
+    140,000 iterations only; on a CPU both take the tracking CPU preset."""
+    assert family_of("G1WBTObs") == "tracking"
+    wbt, _ = preset_configs("G1WBTObs", "sac", "gpu")
+    base, base_sac = preset_configs("G1MotionTrackingSAC", "sac", "gpu")
+    assert (wbt.num_envs, wbt.max_iterations) == (4096, 140000)
+    assert (base.num_envs, base.max_iterations) == (2048, 25000)
+    same = {k: v for k, v in vars(wbt).items() if k not in ("env", "num_envs", "max_iterations")}
+    assert same == {k: v for k, v in vars(base).items() if k in same}
+    assert preset_configs("G1WBTObs", "sac", "gpu")[1] == base_sac
+    assert "G1WBTObs's own recipe" in get_preset("G1WBTObs", "gpu").source
+    assert get_preset("G1WBTObs", "cpu") == get_preset("G1MotionTrackingSAC", "cpu")
+
+
 def test_given_values_win_over_the_preset():
     config, algo = preset_configs(
         "playground/CartpoleBalance",

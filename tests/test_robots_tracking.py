@@ -284,11 +284,22 @@ def test_an_exported_policy_names_its_clip_and_action_rule():
 def test_c_mujoco_g1wbtobs_carries_the_actors_history_through_resets():
     """C MuJoCo collection of G1WBTObs (4 envs, 80 steps of random actions, ending episodes):
     every history block (gyro, joint angles, joint velocities, actions; 5 steps, oldest first)
-    of a step's observation is the previous one's moved one step on, its newest action the
-    action just taken; a fresh episode's (the first reset's too) holds its first entry 5
-    times; sizes 514 / 289, all finite."""
+    of a step's observation is the previous one's moved one step on, its newest entry the
+    critic's clean gyro, joint angles and velocities within the noise (and encoder bias)
+    bounds and the action just taken; a fresh episode's (the first reset's too) holds its
+    first entry 5 times; sizes 514 / 289, all finite."""
     n, steps = 4, 80
     blocks = ((64, 3), (79, 29), (224, 29), (369, 29))
+    # Per block: the critic's clean slice and the noise bound (level 1: gyro 0.2, joint angle
+    # 0.01 plus the encoder bias 0.01, joint velocity 0.5; the action exact).
+    clean = ((slice(70, 73), 0.2), (slice(73, 102), 0.02), (slice(102, 131), 0.5))
+    clean += ((slice(131, 160), 0.0),)
+
+    def newest_is_seen(group: dict) -> None:
+        for (start, size), (where, bound) in zip(blocks, clean, strict=True):
+            newest = history(group["obs"], start, size)[:, 4]
+            error = np.abs(newest - group["critic"][:, where])
+            assert np.all(error <= bound + 1e-5), (start, error.max())
 
     def history(obs: np.ndarray, start: int, size: int) -> np.ndarray:
         return obs[:, start : start + 5 * size].reshape(len(obs), 5, size)
@@ -304,6 +315,7 @@ def test_c_mujoco_g1wbtobs_carries_the_actors_history_through_resets():
         state = env.init_state()
         assert state.obs["obs"].shape == (n, 514) and state.obs["critic"].shape == (n, 289)
         filled(state.obs["obs"])
+        newest_is_seen(state.obs)
         ended = 0
         for _ in range(steps):
             before = state.obs["obs"].copy()
@@ -315,6 +327,8 @@ def test_c_mujoco_g1wbtobs_carries_the_actors_history_through_resets():
                 np.testing.assert_array_equal(h[:, :4], h0[:, 1:])
             np.testing.assert_array_equal(history(final, 369, 29)[:, 4], action)
             filled(state.obs["obs"][done])
+            newest_is_seen(state.obs)
+            newest_is_seen(state.final_observation)
             ended += int(done.sum())
             assert np.all(np.isfinite(state.obs["obs"])) and np.all(np.isfinite(state.reward))
     finally:

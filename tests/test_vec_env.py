@@ -466,3 +466,48 @@ def test_close_releases_the_thread_pool() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         env.step(np.zeros((4, 1), np.float32))
     env.close()  # idempotent
+
+
+class _FirstAngle(PendulumSwingup):
+    """The pendulum whose observation also shows the angle its episode started at, which
+    ``start_episode`` keeps in the task state from the fresh physics (as an observation
+    history is filled)."""
+
+    def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
+        return {"first": jnp.zeros((), jnp.float32)}
+
+    def start_episode(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        return {**task_state, "first": data.qpos[0]}
+
+    def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        obs = super().observe(data, task_state)["obs"]
+        return {"obs": jnp.concatenate([obs, task_state["first"][None]])}
+
+
+def _angles(env: VecEnv) -> np.ndarray:
+    if isinstance(env, MujocoVecEnv):
+        return np.asarray(env.batch.qpos[:, 0], np.float32)
+    return np.asarray(env.jax_state.physics.qpos[:, 0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_start_episode_sees_each_fresh_episodes_physics(backend: str) -> None:
+    """``Task.start_episode`` runs on the fresh physics of every reset, the first one and the
+    automatic ones, before the first observation; the task state it returns is carried (and
+    kept where no episode ended)."""
+    cls = MujocoVecEnv if backend == "mujoco" else MjxVecEnv
+    task = _FirstAngle(dataclasses.replace(PendulumSwingup.config_class(), episode_length=3))
+    with cls(task, "FirstAngle", BATCH, seed=0) as env:
+        state = env.init_state()
+        first = _angles(env)
+        np.testing.assert_allclose(state.obs["obs"][:, -1], first, rtol=1e-6)
+        ones = np.ones((BATCH, 1), np.float32)
+        ended = np.zeros(BATCH, int)
+        for _ in range(4):
+            state = env.step(ones)
+            np.testing.assert_allclose(state.final_observation["obs"][:, -1], first, rtol=1e-6)
+            done = state.terminated | state.truncated
+            first = np.where(done, _angles(env), first)
+            np.testing.assert_allclose(state.obs["obs"][:, -1], first, rtol=1e-6)
+            ended += done
+        assert np.all(ended >= 1)

@@ -168,13 +168,23 @@ _TRACKING_GPU_TRAIN = dict(
     log_interval=50,
     save_interval=1000,
 )
+# The profiles' own run sizes on a GPU: the deployable G1WBTObs (sac/g1_wbt_obs/mujoco.yaml)
+# 4096 envs and 140,000 iterations, the flips 4096 envs.
+_TASK_GPU_TRAIN = {
+    "G1WBTObs": dict(num_envs=4096, max_iterations=140000),
+    "G1FlipTrackingSAC": dict(num_envs=4096),
+    "G1WallFlipTrackingSAC": dict(num_envs=4096),
+}
 _TRACKING_SUPPORT = dict(gamma=0.99, tau=0.05, num_atoms=501, v_min=-20.0, v_max=20.0)
 _TRACKING_ALGO = {
     "sac": dict(_TRACKING_SUPPORT, alpha_init=0.1, target_entropy_ratio=0.5, max_grad_norm=10.0),
     "td3": dict(_TRACKING_SUPPORT),
 }
-# On a CPU: C MuJoCo collection with the recipe's update rules at CPU sizes (bench/RESULTS.md,
-# notes on motion tracking).
+# On a CPU: C MuJoCo collection with the recipe's update rules at CPU sizes. Not yet chosen by
+# measurement: a first 25-minute run on a loaded 2-core CPU (1,000 iterations, 256k env steps)
+# had not started tracking (no episode to the clip's end) and warned that 55% of the critic's
+# target mass lay beyond the reference's v_max of 20 early on (alpha 0.1's entropy bonus);
+# bench.reference --task G1MotionTrackingSAC measures it beside the reference.
 _TRACKING_CPU_TRAIN = dict(
     physics="mujoco",
     num_envs=256,
@@ -192,10 +202,9 @@ _TRACKING_CPU_ALGO = {
     for name, settings in _TRACKING_ALGO.items()
 }
 # The flip trackers' SAC owners (conf/offpolicy/task/sac/g1_flip_tracking/mujoco.yaml and
-# g1_wall_flip_tracking) differ from G1MotionTrackingSAC's only in 4096 envs and the entropy
-# settings: alpha from 0.005 towards an entropy target of 0.05 (the flip) or 0 (the wall flip)
-# times the action size. The envs count on a GPU; the entropy settings at both scales.
-_FLIP_GPU_TRAIN = dict(num_envs=4096)
+# g1_wall_flip_tracking) differ from G1MotionTrackingSAC's only in 4096 envs (above) and the
+# entropy settings, at both scales: alpha from 0.005 towards an entropy target of 0.05 (the
+# flip) or 0 (the wall flip) times the action size.
 _FLIP_SAC = {
     "G1FlipTrackingSAC": dict(alpha_init=0.005, target_entropy_ratio=0.05),
     "G1WallFlipTrackingSAC": dict(alpha_init=0.005, target_entropy_ratio=0.0),
@@ -438,14 +447,19 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
             )
         return preset
     if env in _FLIP_SAC:
-        train = {**preset.train, **_FLIP_GPU_TRAIN} if preset.scale == "gpu" else preset.train
         preset = dataclasses.replace(
             preset,
-            train=train,
             algo=_per_algo(preset.algo, {"sac": _FLIP_SAC[env]}),
             source=f"{preset.source}; {env}'s own SAC owner: "
-            + ("4096 envs, " if preset.scale == "gpu" else "")
             + ", ".join(f"{k} {v}" for k, v in _FLIP_SAC[env].items()),
+        )
+    own = _TASK_GPU_TRAIN.get(env) if preset.scale == "gpu" else None
+    if own:
+        shown = ", ".join(f"{k}={v}" for k, v in own.items())
+        preset = dataclasses.replace(
+            preset,
+            train={**preset.train, **own},
+            source=f"{preset.source}; {env}'s own recipe: {shown}",
         )
     return preset
 
