@@ -1,18 +1,10 @@
-<<<<<<< HEAD
-"""G1MotionTrackingSAC on both physics: its MJX step against the reference's recorded rollout,
-the clip's end and a fall ending episodes on MJX, sizes, the config's refusals, and a C MuJoCo
-rollout through resets with the sampler's failure rates moving; the flips (its profiles) on C
-MuJoCo through resets and the wall flip's MJX step traced. Agreement with the reference's
-own env through resets on C MuJoCo is ``tests/test_reference_tracking.py``.
-=======
 """The G1 tracker's profiles on both physics. G1MotionTrackingSAC: its MJX step against the
 reference's recorded rollout, the clip's end and a fall ending episodes on MJX, sizes, the
 config's refusals, and a C MuJoCo rollout through resets with the sampler's failure rates
 moving. G1WBTObs: its MJX physics with its per-episode model fields and push against the
 reference's recorded steps, and C MuJoCo collection carrying the actor's history through
-resets. Agreement with the reference's own env through resets on C MuJoCo is
-``tests/test_reference_tracking.py``.
->>>>>>> wbt
+resets. The flips: C MuJoCo through resets, the wall flip's MJX step traced. Agreement with
+the reference's own env through resets on C MuJoCo is ``tests/test_reference_tracking.py``.
 
 Two MJX programs are compiled: G1MotionTrackingSAC's ``jit(env.step_batch)`` at the golden
 file's 6 envs (the states are built without compiling ``reset``, whose program costs as much
