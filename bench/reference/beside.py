@@ -92,6 +92,11 @@ class Recipe:
         return dataclasses.replace(self, ref_algo=self.speed_algo[0], our_algo=self.speed_algo[1])
 
 
+# The tracking/cpu preset's sizes (unilab_jax.training.presets), for both sides.
+_TRACKING_CPU = dict(
+    num_envs=256, batch_size=1024, updates_per_step=4, actor_hidden_dim=256, critic_hidden_dim=512
+)
+
 RECIPES = {
     # G1: the reference's SAC owner (task/sac/g1_walk_flat/mujoco.yaml: symmetry augmentation,
     # alpha_init 0.001), at the sizes its authors give for a CPU (spec/reference_unilab.md: 256
@@ -125,20 +130,8 @@ RECIPES = {
         ref_task="g1_motion_tracking",
         ref_algo="sac",
         our_algo="sac",
-        speed=dict(
-            num_envs=256,
-            batch_size=1024,
-            updates_per_step=4,
-            actor_hidden_dim=256,
-            critic_hidden_dim=512,
-        ),  # fmt: skip
-        ref_cpu=dict(
-            num_envs=256,
-            batch_size=1024,
-            updates_per_step=4,
-            actor_hidden_dim=256,
-            critic_hidden_dim=512,
-        ),  # fmt: skip
+        speed=_TRACKING_CPU,
+        ref_cpu=_TRACKING_CPU,
         motion_clip="holosoma:sub3_largebox_003_mj",
     ),
     # Go2's only MuJoCo owner is flashsac's (1024 envs, batch 2048, 2 updates, widths 128/256).
