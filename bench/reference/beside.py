@@ -154,9 +154,12 @@ RECIPES = {
 }
 
 
-# G1 on rough ground: G1WalkFlat's owner on the height field (its task file differs only in the
-# task's name), so the same sizes.
-RECIPES["G1WalkRough"] = dataclasses.replace(RECIPES["G1WalkFlat"], ref_task="g1_walk_rough")
+# G1 on rough ground: G1WalkFlat's SAC owner on the height field (its task file differs only in
+# the task's name), so the same sizes; the reference has no TD3 owner for it, so speed is
+# measured with SAC.
+RECIPES["G1WalkRough"] = dataclasses.replace(
+    RECIPES["G1WalkFlat"], ref_task="g1_walk_rough", speed_algo=None
+)
 
 
 def our_settings(recipe: Recipe, settings: dict) -> tuple[dict, dict]:
