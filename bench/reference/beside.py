@@ -92,10 +92,20 @@ class Recipe:
         return dataclasses.replace(self, ref_algo=self.speed_algo[0], our_algo=self.speed_algo[1])
 
 
-# The tracking/cpu preset's sizes (unilab_jax.training.presets), for both sides.
-_TRACKING_CPU = dict(
-    num_envs=256, batch_size=1024, updates_per_step=4, actor_hidden_dim=256, critic_hidden_dim=512
-)
+def cpu_preset_sizes(env: str) -> dict:
+    """The run sizes of ``env``'s CPU preset (``unilab_jax.training.presets``), as the
+    reference's Hydra ``algo.*`` keys: one place for them, read by both sides' runs."""
+    from unilab_jax.training.presets import preset_configs
+
+    config, algo = preset_configs(env, "sac", "cpu")
+    return dict(
+        num_envs=config.num_envs,
+        batch_size=config.batch_size,
+        updates_per_step=config.updates_per_step,
+        actor_hidden_dim=algo["actor_hidden_dim"],
+        critic_hidden_dim=algo["critic_hidden_dim"],
+    )
+
 
 RECIPES = {
     # G1: the reference's SAC owner (task/sac/g1_walk_flat/mujoco.yaml: symmetry augmentation,
@@ -130,8 +140,8 @@ RECIPES = {
         ref_task="g1_motion_tracking",
         ref_algo="sac",
         our_algo="sac",
-        speed=_TRACKING_CPU,
-        ref_cpu=_TRACKING_CPU,
+        speed=cpu_preset_sizes("G1MotionTrackingSAC"),
+        ref_cpu=cpu_preset_sizes("G1MotionTrackingSAC"),
         motion_clip="holosoma:sub3_largebox_003_mj",
     ),
     # Go2's only MuJoCo owner is flashsac's (1024 envs, batch 2048, 2 updates, widths 128/256).
