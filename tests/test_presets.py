@@ -157,6 +157,19 @@ def test_g1wbtobs_takes_its_own_run_size_on_a_gpu_the_tracking_recipe_otherwise(
     assert get_preset("G1WBTObs", "cpu") == get_preset("G1MotionTrackingSAC", "cpu")
 
 
+def test_the_trackers_cpu_preset_starts_alpha_low_and_keeps_the_update_rules():
+    """On a CPU the tracker's SAC starts alpha at 0.001 instead of the GPU owner's 0.1 (whose
+    entropy bonus outweighs the tracking reward for a CPU budget, ``presets.py``); every
+    other update rule is the owner's."""
+    _, gpu = preset_configs("G1MotionTrackingSAC", "sac", "gpu")
+    _, cpu = preset_configs("G1MotionTrackingSAC", "sac", "cpu")
+    assert (gpu["alpha_init"], cpu["alpha_init"]) == (0.1, 0.001)
+    widths = ("actor_hidden_dim", "critic_hidden_dim", "alpha_init")
+    assert {k: v for k, v in cpu.items() if k not in widths} == {
+        k: v for k, v in gpu.items() if k not in widths
+    }
+
+
 def test_given_values_win_over_the_preset():
     config, algo = preset_configs(
         "playground/CartpoleBalance",

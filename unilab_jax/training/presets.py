@@ -180,11 +180,15 @@ _TRACKING_ALGO = {
     "sac": dict(_TRACKING_SUPPORT, alpha_init=0.1, target_entropy_ratio=0.5, max_grad_norm=10.0),
     "td3": dict(_TRACKING_SUPPORT),
 }
-# On a CPU: C MuJoCo collection with the recipe's update rules at CPU sizes. Not yet chosen by
-# measurement: a first 25-minute run on a loaded 2-core CPU (1,000 iterations, 256k env steps)
-# had not started tracking (no episode to the clip's end) and warned that 55% of the critic's
-# target mass lay beyond the reference's v_max of 20 early on (alpha 0.1's entropy bonus);
-# bench.reference --task G1MotionTrackingSAC measures it beside the reference.
+# On a CPU: C MuJoCo collection with the recipe's update rules at CPU sizes, but alpha from
+# 0.001 (G1WalkFlat's SAC owner's), not 0.1. Measured (2-core CPU): from 0.1 the entropy bonus
+# (alpha times a policy entropy of 12-18 nats) is 10-40 times the tracking reward per step
+# (at most 0.13), so the critic learns the bonus: 30-64% of its target mass lay beyond the
+# reference's v_max of 20, and alpha (adapted every second update at 3e-4) had only fallen to
+# 0.036 after 1,000 iterations (256k env steps), with no episode to the clip's end. The GPU
+# recipe's 25,000 iterations leave it room to fall (about 7,500 to reach 0.001); a CPU budget
+# of tens of minutes does not. bench.reference --task G1MotionTrackingSAC runs the reference
+# at its own alpha beside it.
 _TRACKING_CPU_TRAIN = dict(
     physics="mujoco",
     num_envs=256,
@@ -201,6 +205,7 @@ _TRACKING_CPU_ALGO = {
     name: dict(settings, actor_hidden_dim=256, critic_hidden_dim=512)
     for name, settings in _TRACKING_ALGO.items()
 }
+_TRACKING_CPU_ALGO["sac"]["alpha_init"] = 0.001
 # The flip trackers' SAC owners (conf/offpolicy/task/sac/g1_flip_tracking/mujoco.yaml and
 # g1_wall_flip_tracking) differ from G1MotionTrackingSAC's only in 4096 envs (above) and the
 # entropy settings, at both scales: alpha from 0.005 towards an entropy target of 0.05 (the
@@ -351,9 +356,10 @@ _PRESETS: dict[tuple[str, str], Preset] = {
             "cpu",
             _TRACKING_CPU_TRAIN,
             _TRACKING_CPU_ALGO,
-            "the reference's tracking update rules (discount 0.99, tau 0.05, 501 atoms, alpha "
-            "0.1, entropy ratio 0.5, gradient clip 10, policy frequency 2) at CPU sizes: C MuJoCo "
-            "collection, 256 envs, batch 1024, 4 updates, widths 256/512",
+            "the reference's tracking update rules (discount 0.99, tau 0.05, 501 atoms, entropy "
+            "ratio 0.5, gradient clip 10, policy frequency 2) at CPU sizes: C MuJoCo "
+            "collection, 256 envs, batch 1024, 4 updates, widths 256/512, alpha from 0.001 "
+            "(not 0.1: its entropy bonus outweighs the tracking reward for a CPU budget)",
         ),
         Preset(
             "locomotion",
