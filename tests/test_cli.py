@@ -99,13 +99,67 @@ def test_help_documents_every_option(capsys):
     assert "tensorboard" in text and "wandb" in text and "sac (FastSAC)" in text
 
 
-def test_help_shows_the_tasks_preset_as_the_defaults(capsys):
+def test_help_shows_the_tasks_preset_as_the_defaults(capsys, monkeypatch):
     """The second stage parses over the preset: ``--env X --help`` shows the values a run of X
-    uses (without ``--env``: the bare defaults)."""
+    uses; without ``--env``, those of the default task's preset, which a bare run uses."""
+    from unilab_jax.cli.train import parse_args
+
+    monkeypatch.setenv("UNILAB_JAX_PRESET", "cpu")
     batch = "--batch-size INT Global batch of one gradient update (split evenly over devices)."
-    text = " ".join(_help(capsys, "--env", "playground/CartpoleBalance", "--preset", "cpu").split())
+    text = " ".join(_help(capsys, "--env", "playground/CartpoleBalance").split())
     assert f"{batch} (default: 512)" in text  # dm_control/cpu's
-    assert f"{batch} (default: 8192)" in " ".join(_help(capsys).split())
+    text = " ".join(_help(capsys, "--env", "G1MotionTrackingSAC").split())
+    assert f"{batch} (default: 1024)" in text and "--physics {mjx,mujoco} " in text
+    assert "(default: mujoco)" in text  # tracking/cpu collects with C MuJoCo
+    bare = " ".join(_help(capsys).split())
+    _, config, algo, _ = parse_args([])
+    assert (config.env, config.batch_size) == ("PendulumSwingup", 512)
+    assert f"{batch} (default: {config.batch_size})" in bare
+    assert f"(default: {algo['critic_hidden_dim']})" in bare.split("--critic-hidden-dim")[1][:400]
+
+
+def test_choices_come_from_the_registries_and_a_wrong_one_exits_2_help_included(capsys):
+    """``--env``, ``--algo``, ``--physics``, ``--collection`` and ``--matmul-precision`` show
+    their choices; an unknown ``--env`` or ``--algo`` exits 2 naming the known ones, before the
+    help (which would exit 0) and before any preset."""
+    from unilab_jax.algos.registry import ALGOS
+    from unilab_jax.envs.registry import registered_names
+
+    text = " ".join(_help(capsys).split())
+    envs = "{" + ",".join(registered_names()) + ",playground/NAME,brax/NAME}"
+    assert f"--env {envs}".replace(" ", "") in text.replace(" ", "")
+    assert "--algo {" + ",".join(ALGOS) + "}" in text
+    assert "--collection {sync,overlap}" in text
+    assert "--matmul-precision {highest,high,default}" in text
+    for argv, named in (
+        (["--env", "G1Walk", "--help"], "G1WalkFlat, G1WalkRough"),
+        (["--algo", "ppo", "--help"], "sac, td3, flash_sac"),
+        (["--env", "playground/Cheetah"], "playground/CheetahRun"),
+    ):
+        assert main(argv) == 2
+        out = capsys.readouterr()
+        assert named in out.err and "Traceback" not in out.err and out.out == ""
+    with pytest.raises(SystemExit) as exited:
+        main(["--physics", "bullet"])
+    assert exited.value.code == 2
+    assert "mjx" in capsys.readouterr().err
+
+
+def test_version_and_the_library_train(capsys):
+    """``unilab-jax --version``; ``from unilab_jax import train`` is the library's ``train``
+    (here refusing a bad config with the trainer's own error, before anything compiles), the
+    same object however ``unilab_jax.train`` was imported first."""
+    import unilab_jax
+    from unilab_jax.cli import main as unilab_jax_main
+    from unilab_jax.config import ConfigError, TrainConfig
+
+    assert unilab_jax_main(["--version"]) == 0
+    assert capsys.readouterr().out == f"unilab-jax {unilab_jax.__version__}\n"
+    from unilab_jax import train
+
+    assert train is unilab_jax.train and callable(train)
+    with pytest.raises(ConfigError, match="num_envs must be a positive integer"):
+        train(TrainConfig(num_envs=0), log_dir=False, quiet=True)
 
 
 @pytest.mark.parametrize("command", ["evaluate", "play", "export"])
@@ -143,7 +197,7 @@ def test_the_console_commands_start_in_a_subprocess():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--env", "Pendulumm"], "Unknown environment 'Pendulumm'; registered environments: "),
+        (["--env", "Pendulumm"], "unknown --env 'Pendulumm'; choose one of CartpoleBalance"),
         (["--algo", "ppo"], "unknown algo 'ppo'; choose one of sac, td3"),
         (
             ["--num-envs", "8", "--replay-buffer-n", "4", "--batch-size", "64"],
@@ -277,6 +331,15 @@ def test_resume_continues_bit_exactly_over_every_array(td3_run, tmp_path):
         array_checksums(d / "checkpoints" / "4") for d in (tmp_path / "b", first_dir)
     )
     assert len(resumed) > 40 and resumed == uninterrupted
+    # --resume alone: the run's own recorded settings, writing on into it (its checkpoint 4
+    # trained on to 6); no preset applies (PendulumSwingup's would be 512 per batch).
+    alone = run_cli("--resume", str(tmp_path / "b"), "--max-iterations", "6", "--quiet")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    summary = json.loads((tmp_path / "b" / "run_summary.json").read_text())
+    assert summary["completed_iterations"] == 6
+    assert sorted(p.name for p in (tmp_path / "b" / "checkpoints").iterdir()) == ["4", "6"]
+    recorded = json.loads((tmp_path / "b" / "run_config.json").read_text())["train"]
+    assert (recorded["batch_size"], recorded["num_envs"], recorded["max_iterations"]) == (32, 8, 6)
     wrong = run_cli(*common[:5], "16", *common[6:], "--max-iterations", "6",
                     "--resume", str(first_dir))  # fmt: skip
     assert wrong.returncode == 2

@@ -27,10 +27,16 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] in COMMANDS:  # the module of convert-motion is convert_motion
         module = args[0].replace("-", "_")
         return importlib.import_module(f"unilab_jax.cli.{module}").main(args[1:])
+    if args[:1] == ["--version"]:
+        from unilab_jax import __version__
+
+        print(f"unilab-jax {__version__}")
+        return 0
     helping = args[:1] in (["-h"], ["--help"])
     width = max(map(len, COMMANDS))
     rows = "".join(f"\n  {name:<{width}}  {what}" for name, what in COMMANDS.items())
-    print(f"usage: unilab-jax <command> [options]  (unilab-jax <command> --help: its options)\n"
+    print(f"usage: unilab-jax <command> [options]  (unilab-jax <command> --help: its options;"
+          f" unilab-jax --version)\n"
           f"\ncommands:{rows}", file=sys.stdout if helping else sys.stderr)  # fmt: skip
     if args and not helping:
         print(f"unilab-jax: unknown command {args[0]!r}", file=sys.stderr)

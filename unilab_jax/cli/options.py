@@ -24,18 +24,24 @@ STEP_HELP = "The checkpoint: an iteration, or best (the best-evaluated one); Non
 _CONFIG = (tyro.conf.OmitArgPrefixes, tyro.conf.PositionalMetavarFromFieldName)
 
 
-def documented(cls: type, **helps: str | None) -> type:
+def documented(
+    cls: type, types: dict | None = None, metavars: dict | None = None, **helps: str | None
+) -> type:
     """``cls`` with each field's docstring as its help; ``helps`` replace some (a None one
-    hides its field, which keeps the default's value)."""
+    hides its field, which keeps the default's value); ``types`` replace some fields' types
+    on the command line (a ``Literal`` of a registry's names: tyro shows and checks the
+    choices); ``metavars`` name some fields' values in the help."""
     with _no_collection():
         docs = {p.arg_name: p.description for p in docstring_parser.parse_from_object(cls).params}
     docs.update(helps)
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = {**typing.get_type_hints(cls, include_extras=True), **(types or {})}
+    metavars = metavars or {}
 
     def option(name: str):
         if name in docs and docs[name] is None:
             return Annotated[hints[name], tyro.conf.Suppress]
-        return Annotated[hints[name], tyro.conf.arg(help=" ".join((docs.get(name) or "").split()))]
+        text = " ".join((docs.get(name) or "").split())
+        return Annotated[hints[name], tyro.conf.arg(help=text, metavar=metavars.get(name))]
 
     fields = [(f.name, option(f.name), dataclasses.field(default=f.default))
               for f in dataclasses.fields(cls)]  # fmt: skip

@@ -14,11 +14,19 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from unilab_jax.algos.registry import ALGOS, get_algo
 from unilab_jax.cli.options import documented, error, parse, values
-from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
+from unilab_jax.config import (
+    COLLECTIONS,
+    LOGGERS,
+    MATMUL_PRECISIONS,
+    PHYSICS,
+    ConfigError,
+    TrainConfig,
+)
 from unilab_jax.distributed import processes
 from unilab_jax.distributed.cluster import detected_cluster
 from unilab_jax.errors import CheckpointError
@@ -54,8 +62,9 @@ class RunOptions:
     config: str | None = None
     """Rerun a run: its run_config.json's settings, presets aside; options given win."""
     resume: str | None = None
-    """Go on from the newest checkpoint of this run (log dir or checkpoints/); only the host
-    loop's settings may differ. To write on into the same run, pass it as --log-dir too."""
+    """Go on from the newest checkpoint of this run (log dir or checkpoints/), with the
+    settings it recorded, writing on into it; options given must match them or be the host
+    loop's (--max-iterations, intervals). --log-dir elsewhere: continue into a new run."""
     resume_step: int | None = None
     """With --resume: the checkpoint of this iteration instead of the newest."""
     preset: Literal[PRESET_CHOICES] = "auto"
@@ -90,11 +99,13 @@ def _first_stage(argv: list[str]) -> _FirstStage:
 
 
 def _second_stage(argv: list[str], first: _FirstStage):
+    _check_names(first)
     run, saved, saved_algo = first.run, {}, {}
-    if run.config:
+    source = run.config or _recorded_settings(run.resume)
+    if source:
         from unilab_jax.training.run_settings import read_run_config
 
-        saved, saved_algo = read_run_config(run.config)
+        saved, saved_algo = read_run_config(source)
     env = first.env or saved.get("env", TrainConfig.env)
     algo = first.algo or saved.get("algo", TrainConfig.algo)
     cls = get_algo(algo).config_cls
@@ -102,8 +113,7 @@ def _second_stage(argv: list[str], first: _FirstStage):
     if wrong:
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in sorted(wrong))
         raise ConfigError(f"option(s) {flags} do not apply to --algo {algo}")
-    helping = not {"-h", "--help"}.isdisjoint(argv) and not first.env  # no task: no preset
-    preset = None if run.config or helping else get_preset(env, run.preset)
+    preset = None if source else get_preset(env, run.preset)
     train_base = preset.train_settings(algo) if preset else saved
     algo_base = preset.algo_settings(algo) if preset else {}
     if saved.get("algo", algo) == algo and not preset:  # --config's, for its algorithm only
@@ -111,6 +121,13 @@ def _second_stage(argv: list[str], first: _FirstStage):
     names = ", ".join(f"{spec.name} ({spec.display_name})" for spec in ALGOS.values())
     loop = documented(
         TrainConfig,
+        types=dict(
+            algo=Literal[tuple(ALGOS)],
+            physics=Literal[PHYSICS],
+            collection=Literal[COLLECTIONS],
+            matmul_precision=Literal[MATMUL_PRECISIONS],
+        ),
+        metavars=dict(env=_env_metavar()),
         algo=f"The algorithm: {names}.",
         env_overrides="Task config fields to replace, as NAME VALUE pairs (a VALUE that reads "
         'as JSON is taken as such: 0.5, true, ["a.npz", "b.npz"]), over the preset\'s: e.g. '
@@ -122,18 +139,66 @@ def _second_stage(argv: list[str], first: _FirstStage):
     try:
         algo_default = algo_options(**algo_base)
     except TypeError as err:
-        raise ConfigError(f"--config {run.config}: {err}") from None
+        raise ConfigError(f"--config {source}: {err}") from None
     train_default = loop(**{**train_base, "env": env, "algo": algo})
     default = options(run_options(**values(run)), train_default, algo_default)
     got = parse(options, argv, default=default, prog="unilab-jax train")
     given = _given(argv, _fields(cls))
     algo_settings = {**algo_base, **{name: getattr(got.algo, name) for name in given}}
     line = preset and preset_line(preset, algo, given | _given(argv, _fields(TrainConfig)))
+    line = line or (source and f"Settings: the ones {source} records (options given win)")
     train = values(got.train)
     if _given(argv, {"env_overrides"}):  # over the preset's (or --config's) overrides
         typed = {k: _json_or_text(v) for k, v in (train["env_overrides"] or {}).items()}
         train["env_overrides"] = {**(train_base.get("env_overrides") or {}), **typed}
     return got.run, TrainConfig(**train), algo_settings, line
+
+
+def _check_names(first: _FirstStage) -> None:
+    """An unknown ``--algo`` or ``--env`` is bad input (exit 2, ``--help`` too), named with
+    the known ones, before anything is parsed over a preset."""
+    if first.algo is not None:
+        get_algo(first.algo)  # UnknownAlgoError: a ConfigError naming the algorithms
+    if first.env is None:
+        return
+    from unilab_jax.envs.adapters import ADAPTER_PREFIXES, adapter_names
+    from unilab_jax.envs.registry import registered_names
+
+    ours = registered_names()
+    if first.env in ours:
+        return
+    if first.env.startswith(ADAPTER_PREFIXES):
+        known = [n for n in adapter_names() if n.startswith(first.env.split("/")[0] + "/")]
+        if first.env in known:
+            return
+        choices = ", ".join(known) or "none: its package is not installed (pip install .[adapters])"
+    else:
+        choices = ", ".join(ours) + "; or playground/<Name>, brax/<name> (--list-envs)"
+    raise ConfigError(f"unknown --env {first.env!r}; choose one of {choices}")
+
+
+def _env_metavar() -> str:
+    """``--env``'s values in the help: this install's tasks and the adapters' prefixes."""
+    from unilab_jax.envs.registry import registered_names
+
+    return "{" + ",".join(registered_names()) + ",playground/NAME,brax/NAME}"
+
+
+def _recorded_settings(resume: str | None) -> str | None:
+    """The ``run_config.json`` the run ``--resume`` names recorded (None: no --resume, or a run
+    without one, whose settings come from the options and the preset as for a new run)."""
+    if not resume:
+        return None
+    run = Path(resume)
+    run = run.parent if run.name == "checkpoints" else run
+    path = run / "run_config.json"
+    return str(path) if path.is_file() else None
+
+
+def _resumed_run(resume: str) -> str:
+    """The log dir of the run ``--resume`` names (it may name its ``checkpoints/``)."""
+    run = Path(resume)
+    return str(run.parent if run.name == "checkpoints" else run)
 
 
 def _json_or_text(value: str):
@@ -187,7 +252,9 @@ def _main(argv: list[str]) -> int:
         from unilab_jax.training.trainer import train
 
         wandb = {k.removeprefix("wandb_"): v for k, v in values(run).items() if k[:6] == "wandb_"}
-        result = train(config, algo, log_dir=run.log_dir or True, logger=run.logger, wandb=wandb,
+        # --resume alone writes on into the run it continues (--log-dir elsewhere: a new one).
+        log_dir = run.log_dir or (_resumed_run(run.resume) if run.resume else True)
+        result = train(config, algo, log_dir=log_dir, logger=run.logger, wandb=wandb,
                        quiet=run.quiet, resume=run.resume, resume_step=run.resume_step)  # fmt: skip
     except ResumeError as err:
         older = f" --resume-step {err.older}" if err.older is not None else ""
