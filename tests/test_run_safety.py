@@ -227,14 +227,21 @@ def test_a_diverged_learner_stops_the_run_with_a_named_error_and_exit_3(tmp_path
     assert "the learner diverged at iteration" in err and "qf_loss = nan" in err
     summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert summary["status"] == "diverged" and "qf_loss" in summary["error"]
-    # Every checkpoint written is from before the divergence, so every one is finite.
+    # Exactly the blocks before the one that diverged were saved (every 2 iterations), so every
+    # checkpoint is finite; the diverged block's own is not written.
+    import re
+
     import jax
     import numpy as np
 
     import unilab_jax
     from unilab_jax.training.checkpoint import list_steps
 
-    for step in list_steps(tmp_path / "run" / "checkpoints"):
+    diverged = int(re.search(r"diverged at iteration (\d+)", err).group(1))
+    block_start = (diverged - 1) // 2 * 2  # the iterations done before its block
+    saved = list_steps(tmp_path / "run" / "checkpoints")
+    assert list(saved) == list(range(2, block_start + 1, 2)), (diverged, saved)
+    for step in saved:
         policy = unilab_jax.load_policy(tmp_path / "run", step)
         assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(policy.state))
 

@@ -14,11 +14,11 @@ G1WalkFlat ``--algo td3 --task g1_walk_flat --sim mujoco``): Hydra compose of
 .build_task_env_cfg_override()``, then ``registry.make(<task>, sim_backend="mujoco", ...)``.
 Everything random comes from NumPy's global RNG, seeded here before each construction. Every
 ``np.random.*`` call the reference makes is logged (in call order) so that resets and
-observation noise can be replayed exactly. The spec is ``/work/ref/spec_g1.md``; the file layout
-is documented in ``tests/golden/reference/README.md``. G1WalkRough's env is G1WalkFlat's on
-another scene, so its file holds what the scene changes: the model (height field included), the
-mirror map and a longer rollout through automatic resets; noise, the 64-reset section and the
-curriculum rule are G1WalkFlat's.
+observation noise can be replayed exactly. What it records is the reference's code (its files
+are named in ``tests/golden/reference/README.md``, which also documents the file layout).
+G1WalkRough's env is G1WalkFlat's on another scene, so its file holds what the scene changes:
+the model (height field included), the mirror map and a longer rollout through automatic
+resets; noise, the 64-reset section and the curriculum rule are G1WalkFlat's.
 """
 
 from __future__ import annotations

@@ -115,8 +115,9 @@ _OUR_ROBOTS_CPU = dict(physics="mujoco", num_envs=256, max_iterations=40000, log
 # scale 1 topples G1 at once). bench/learning/locomotion.py on the reference's G1 (256 envs, the
 # CPU shared): without either, TD3 ended episodes after 65-74 steps at 3.6M env steps; TD3 with
 # both ran 67% of 64 deterministic episodes to the time limit at 1.5M, SAC with symmetry 75% at
-# 1.5M (bench/RESULTS.md). Go2 needs neither: SAC at the plain preset walked it by 0.5M env
-# steps (tracking 0.90 of its maximum, every episode to the time limit).
+# 1.5M (bench/RESULTS.md). Go2 needs neither: SAC at the plain preset walked it by 0.26M env
+# steps on three quiet seeds beside the reference (98-100% of episodes to the time limit;
+# docs/robots.md; a shared-CPU pilot, evaluated only every 0.51M, walked at its first check).
 # SAC on G1 takes the rest of the reference's own SAC recipe too (its FastSAC has no observation
 # normaliser; 512 replay rows per env; learning after 10 iterations): one quiet 45-minute run
 # each, tracking 0.66 at 8.19M env steps with our normaliser and 1024 rows, 0.76 with these
