@@ -172,6 +172,23 @@ RECIPES["G1WalkRough"] = dataclasses.replace(
 )
 
 
+# The tracker's profiles: their own SAC owners (sac/g1_wbt_obs, g1_flip_tracking,
+# g1_wall_flip_tracking) at our tracking/cpu sizes on both sides, on the same clip. No flip clip
+# can be fetched here: the flips' envs run on the box-lifting clip, so their rows are speed
+# (physics and learner work), not learning to flip.
+for _task, _ref_task in (
+    ("G1WBTObs", "g1_wbt_obs"),
+    ("G1FlipTrackingSAC", "g1_flip_tracking"),
+    ("G1WallFlipTrackingSAC", "g1_wall_flip_tracking"),
+):
+    RECIPES[_task] = dataclasses.replace(
+        RECIPES["G1MotionTrackingSAC"],
+        ref_task=_ref_task,
+        speed=cpu_preset_sizes(_task),
+        ref_cpu=cpu_preset_sizes(_task),
+    )
+
+
 def our_settings(recipe: Recipe, settings: dict) -> tuple[dict, dict]:
     """The reference's Hydra ``algo.*`` keys as our ``(TrainConfig, algorithm)`` settings."""
     train_keys = {"num_envs", "batch_size", "updates_per_step", "learning_starts"}
