@@ -1,6 +1,8 @@
 """The packages' layering, read from the source (``ast``, nothing imported): the JAX core
-(``unilab_jax``) never imports the facade (``unilab``), and no modules import each other in a
-circle, counting every import (function-local and ``TYPE_CHECKING`` ones too)."""
+(``unilab_jax``) never imports the facade (``unilab``), its packages only import down their
+order (``LAYERS``, drawn in docs/layout.md), the facade reaches the core's run machinery
+through one entrance (``FACADE_ENTRANCE``), and no modules import each other in a circle,
+counting every import (function-local and ``TYPE_CHECKING`` ones too)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,62 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 GRAPH = {name: _imports(name, path, _modules()) for name, path in _modules().items()}
 
+#: The core's packages and top modules, bottom to top (docs/layout.md): a module imports its own
+#: package's modules and those of the packages below it, never one above. ``unilab_jax`` is the
+#: root package itself (its ``__version__``).
+LAYERS = (
+    "unilab_jax",
+    "errors",
+    "envs",
+    "algos",
+    "torch",
+    "distributed",
+    "config",
+    "collection",
+    "training",
+    "policy",
+    "analysis",
+    "cli",
+    "train",
+)
+
+#: The one module of ``unilab_jax.training`` the facade imports: its entrance to the core's run
+#: machinery. The facade imports the core's other packages directly, but never ``cli`` or
+#: ``train`` (the programs, not the library).
+FACADE_ENTRANCE = "unilab_jax.training.facade"
+
+
+def _layer(module: str) -> str:
+    """The package (or top module) of the core that ``module`` belongs to."""
+    return module.split(".")[1] if "." in module else module
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    return sorted(
+        f"{a} ({_layer(a)}) imports {b} ({_layer(b)})"
+        for a, targets in graph.items()
+        if a.split(".")[0] == "unilab_jax"
+        for b in targets
+        if b.split(".")[0] == "unilab_jax" and rank[_layer(b)] > rank[_layer(a)]
+    )
+
+
+def _facade_side_doors(graph: dict[str, set[str]]) -> list[str]:
+    def side_door(target: str) -> bool:
+        if target.split(".")[0] != "unilab_jax":
+            return False
+        layer = _layer(target)
+        return layer in ("cli", "train") or (layer == "training" and target != FACADE_ENTRANCE)
+
+    return sorted(
+        f"{a} imports {b}"
+        for a, targets in graph.items()
+        if a.split(".")[0] == "unilab"
+        for b in targets
+        if side_door(b)
+    )
+
 
 def test_the_core_never_imports_the_facade():
     upward = sorted(
@@ -60,6 +118,43 @@ def test_the_core_never_imports_the_facade():
         if b.split(".")[0] == "unilab"
     )
     assert not upward, upward
+
+
+def test_core_packages_only_import_down_their_order():
+    """Every package of the core has its place in ``LAYERS``, and no module imports a package
+    above its own (each offending edge is named)."""
+    layers = {_layer(m) for m in GRAPH if m.split(".")[0] == "unilab_jax"}
+    assert layers == set(LAYERS), (
+        f"place these in LAYERS and docs/layout.md: {layers ^ set(LAYERS)}"
+    )
+    upward = _upward_imports(GRAPH)
+    assert not upward, "imports against the layer order (docs/layout.md):\n" + "\n".join(upward)
+
+
+def test_the_facade_reaches_the_run_machinery_through_one_entrance():
+    """``unilab/`` imports ``unilab_jax.training`` only through ``FACADE_ENTRANCE``, and never the
+    core's programs (``cli``, ``train``)."""
+    assert FACADE_ENTRANCE in GRAPH
+    assert any(
+        FACADE_ENTRANCE in targets for a, targets in GRAPH.items() if a.startswith("unilab.")
+    )
+    side_doors = _facade_side_doors(GRAPH)
+    assert not side_doors, f"import these from {FACADE_ENTRANCE}:\n" + "\n".join(side_doors)
+
+
+def test_the_layer_checks_catch_a_wrong_import():
+    """The two checks above, on the graph with wrong imports added: they name each one."""
+    graph = {name: set(targets) for name, targets in GRAPH.items()}
+    graph["unilab_jax.collection.mjx"].add("unilab_jax.training.trainer")
+    graph["unilab_jax.envs.base"].add("unilab_jax.algos.agent")
+    graph["unilab.torch_policy"].add("unilab_jax.training.checkpoint")
+    assert _upward_imports(graph) == [
+        "unilab_jax.collection.mjx (collection) imports unilab_jax.training.trainer (training)",
+        "unilab_jax.envs.base (envs) imports unilab_jax.algos.agent (algos)",
+    ]
+    assert _facade_side_doors(graph) == [
+        "unilab.torch_policy imports unilab_jax.training.checkpoint"
+    ]
 
 
 def test_no_import_circles():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from unilab_jax.config import with_host_devices
+from unilab_jax.distributed.processes import with_host_devices
 
 HERE = Path(__file__).parent
 

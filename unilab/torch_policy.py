@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from unilab_jax.algos.hyperparams import settings_from_json
+from unilab_jax.errors import CheckpointError
 from unilab_jax.policy import Policy, PolicyReader, agent_template
-from unilab_jax.training.checkpoint import META_FILE, CheckpointError
+from unilab_jax.training.facade import META_FILE
 
 __all__ = ["READER", "TorchMissingError", "find_torch_checkpoint", "read_torch_policy"]
 

@@ -28,7 +28,6 @@ __all__ = [
     "PHYSICS",
     "ConfigError",
     "TrainConfig",
-    "with_host_devices",
 ]
 
 LOGGERS = ("tensorboard", "wandb", "none")
@@ -288,11 +287,3 @@ class TrainConfig:
                 f"divisible by the {processes} processes; each process contributes the same "
                 "number of devices"
             )
-
-
-def with_host_devices(xla_flags: str, n: int) -> str:
-    """``xla_flags`` asking XLA for ``n`` CPU devices (unchanged when ``n <= 1`` or a count is
-    already set). It must be in ``XLA_FLAGS`` before JAX creates its CPU client."""
-    if n <= 1 or "xla_force_host_platform_device_count" in xla_flags:
-        return xla_flags
-    return f"{xla_flags} --xla_force_host_platform_device_count={n}".strip()

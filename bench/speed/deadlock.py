@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a file: make `bench` and `unilab_jax` im
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.common import REPO_ROOT, markdown_table, record_section  # noqa: E402
-from unilab_jax.config import with_host_devices  # noqa: E402
+from unilab_jax.distributed.processes import with_host_devices  # noqa: E402
 
 _TAG = "BENCH_RESULT "
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -52,7 +52,7 @@ from bench.common import (  # noqa: E402
     record_section,
     time_repeated,
 )
-from unilab_jax.config import with_host_devices  # noqa: E402
+from unilab_jax.distributed.processes import with_host_devices  # noqa: E402
 
 _RESULT_TAG = "BENCH_RESULT "
 

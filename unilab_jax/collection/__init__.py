@@ -1,7 +1,8 @@
 """Collection and the device program, one interface per physics (``make_collection``): MJX
 collection inside the fused step (``mjx``; the step with its learner updates: ``step``; the
 replay buffer: ``replay``) and C MuJoCo collection on CPU threads (``mujoco``: the schedule the
-trainer drives; ``collector``: the threads and their device)."""
+trainer drives; ``collector``: the threads and their device); compiling them off the critical
+path (``compiling``: the persistent compilation cache, compiles in a background thread)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from unilab_jax.algos.agent import Agent
+from unilab_jax.collection.compiling import Background
 from unilab_jax.collection.step import (
     TrainState,
     make_evaluate,
@@ -24,7 +25,6 @@ from unilab_jax.collection.step import (
 )
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs.base import Env
-from unilab_jax.training.compiling import Background
 
 __all__ = ["MjxCollection"]
 

@@ -39,16 +39,15 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from unilab_jax.distributed.cluster import Cluster
 from unilab_jax.errors import ConfigError
-
-if TYPE_CHECKING:
-    from unilab_jax.config import TrainConfig
 
 __all__ = [
     "LAUNCH_FIELDS",
     "ProcessLostError",
+    "ProcessSettings",
     "agree_stop",
     "broadcast_int",
     "check_devices",
@@ -61,6 +60,7 @@ __all__ = [
     "lost_process",
     "peer_failure",
     "request_host_devices",
+    "with_host_devices",
 ]
 
 #: Settings of the launch, not of the training: a rerun (``--config``) or a resume takes none.
@@ -77,16 +77,48 @@ class ProcessLostError(RuntimeError):
     """A collective with the other processes failed: another process has most likely died."""
 
 
-def local_device_count(config: TrainConfig) -> int:
+class ProcessSettings(Protocol):
+    """What this module reads of a run's settings: ``unilab_jax.config.TrainConfig`` (above
+    this package, which it does not import) is one. The launch settings, the device count over
+    all processes, and the C MuJoCo collection (its overlapped schedule wants a CPU device of
+    its own)."""
+
+    @property
+    def num_devices(self) -> int: ...
+    @property
+    def num_processes(self) -> int | None: ...
+    @property
+    def process_id(self) -> int | None: ...
+    @property
+    def coordinator_address(self) -> str | None: ...
+    @property
+    def coordinator_timeout(self) -> int: ...
+    @property
+    def heartbeat_timeout(self) -> int: ...
+    @property
+    def physics(self) -> str: ...
+    @property
+    def collection(self) -> str: ...
+    def planned_processes(self) -> int: ...
+    def cluster(self) -> Cluster | None: ...
+
+
+def with_host_devices(xla_flags: str, n: int) -> str:
+    """``xla_flags`` asking XLA for ``n`` CPU devices (unchanged when ``n <= 1`` or a count is
+    already set). It must be in ``XLA_FLAGS`` before JAX creates its CPU client."""
+    if n <= 1 or "xla_force_host_platform_device_count" in xla_flags:
+        return xla_flags
+    return f"{xla_flags} --xla_force_host_platform_device_count={n}".strip()
+
+
+def local_device_count(config: ProcessSettings) -> int:
     """Devices each process contributes (``num_devices`` is the count over all processes)."""
     return max(1, config.num_devices // config.planned_processes())
 
 
-def request_host_devices(config: TrainConfig) -> None:
+def request_host_devices(config: ProcessSettings) -> None:
     """Before JAX creates its CPU client: ``XLA_FLAGS`` asks for this process's devices (and
     one more for C MuJoCo's overlapped collection's own JAX code)."""
-    from unilab_jax.config import with_host_devices
-
     count = local_device_count(config) + (
         config.physics == "mujoco" and config.collection == "overlap"
     )
@@ -112,7 +144,7 @@ def is_primary() -> bool:
     return not jax.distributed.is_initialized() or jax.process_index() == 0
 
 
-def ensure_initialized(config: TrainConfig) -> None:
+def ensure_initialized(config: ProcessSettings) -> None:
     """Start ``jax.distributed`` for a multi-process ``config`` (no-op for one process, or
     when it is already up and matches). Must run before any JAX computation."""
     import jax
@@ -181,7 +213,9 @@ def ensure_initialized(config: TrainConfig) -> None:
         done.set()
 
 
-def _connect_watchdog(done: threading.Event, config: TrainConfig, who: str, cluster) -> None:
+def _connect_watchdog(
+    done: threading.Event, config: ProcessSettings, who: str, cluster: Cluster | None
+) -> None:
     """End the process with a clear message when the processes have not all connected within
     ``coordinator_timeout`` seconds (``connect`` releases the GIL, so this thread runs)."""
     if done.wait(config.coordinator_timeout):
@@ -223,7 +257,7 @@ def _listening(address: str) -> bool | None:
         return False if host else None
 
 
-def check_devices(config: TrainConfig) -> None:
+def check_devices(config: ProcessSettings) -> None:
     """After start-up: a multi-process mesh spans every device of every process."""
     import jax
 

@@ -4,7 +4,7 @@
 compiled step for one ``TrainConfig``: a collection (``unilab_jax.collection``, chosen by
 ``physics``: the fused MJX step, or C MuJoCo threads feeding a chunk-fed learner step) that
 gives a block step ``state -> (state, metrics)`` of the same layout, compiled once per block
-length (in the background where it can: ``unilab_jax.training.compiling``).
+length (in the background where it can: ``unilab_jax.collection.compiling``).
 
 ``train`` sets a run up around it: the run's settings (``unilab_jax.training.run_settings``: the
 algorithm config, ``run_config.json``, resume), its sinks (``unilab_jax.training.run_sinks``:
@@ -30,17 +30,17 @@ from unilab_jax.algos.agent import Agent
 from unilab_jax.algos.registry import get_algo
 from unilab_jax.algos.symmetry import resolve_mirror
 from unilab_jax.collection import make_collection
+from unilab_jax.collection.compiling import (
+    DEFAULT_COMPILATION_CACHE,
+    Background,
+    use_compilation_cache,
+)
 from unilab_jax.collection.step import TrainState, make_mesh
 from unilab_jax.config import LOGGERS, ConfigError, TrainConfig
 from unilab_jax.distributed import processes
 from unilab_jax.envs import cpu_linalg, load
 from unilab_jax.errors import CheckpointError, EnvNaNError
 from unilab_jax.training.checkpoint import CheckpointWriter
-from unilab_jax.training.compiling import (
-    DEFAULT_COMPILATION_CACHE,
-    Background,
-    use_compilation_cache,
-)
 from unilab_jax.training.host_loop import (
     block_length,
     compile_first_block,

@@ -19,7 +19,7 @@ for the sinks, the summary), `checkpoints` (`model_<it>.pt`: metadata, atomic wr
 from unilab.algos.torch.offpolicy.multi_gpu_runner import MultiGPUOffPolicyRunner
 from unilab.algos.torch.offpolicy.runner import OffPolicyRunner
 from unilab.algos.torch.offpolicy.worker import off_policy_collector_fn
-from unilab_jax.training.logger import OffPolicyLogger
+from unilab_jax.training.facade import OffPolicyLogger
 
 __all__ = [
     "MultiGPUOffPolicyRunner",

@@ -48,8 +48,7 @@ from unilab.algos.torch.offpolicy.checkpoints import checkpoint_meta, save_model
 from unilab.algos.torch.registry import get_torch_algo
 from unilab_jax.collection.step import TrainState
 from unilab_jax.config import TrainConfig
-from unilab_jax.training.interrupts import RunStopped
-from unilab_jax.training.trainer import Trainer, train
+from unilab_jax.training.facade import RunStopped, Trainer, train
 
 __all__ = ["draw_seed", "learn_with_jax"]
 

@@ -37,7 +37,7 @@ import torch.multiprocessing as torch_mp
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
 from unilab.algos.torch.offpolicy.worker import collector_kwargs, off_policy_collector_fn
 from unilab.ipc.async_runner import CollectorError
-from unilab_jax.training.interrupts import RunStopped, run_stopped
+from unilab_jax.training.facade import RunStopped, run_stopped
 
 __all__ = ["StoppedByLead", "broadcast_normalizers", "learn_on_ranks", "wait_on_lead"]
 

@@ -22,9 +22,16 @@ from unilab.algos.torch.offpolicy.checkpoints import TorchCheckpointer, checkpoi
 from unilab.ipc.async_runner import drain_queue
 from unilab.logging.trace_event import TraceRecorder
 from unilab_jax.config import TrainConfig
-from unilab_jax.training.interrupts import RunStopped, run_stopped
-from unilab_jax.training.logger import OffPolicyLogger
-from unilab_jax.training.sinks import CheckpointSink, HealthSink, LoggerSink, RunInfo, SinkChain
+from unilab_jax.training.facade import (
+    CheckpointSink,
+    HealthSink,
+    LoggerSink,
+    OffPolicyLogger,
+    RunInfo,
+    RunStopped,
+    SinkChain,
+    run_stopped,
+)
 
 __all__ = ["RunState", "late_stop", "open_sinks", "stop_line"]
 

@@ -94,7 +94,7 @@ from unilab.algos.torch.offpolicy.run_state import RunState, stop_line
 from unilab.algos.torch.offpolicy.settings import SIM_BACKENDS
 from unilab.algos.torch.offpolicy.torch_loop import RUN_IPC_ATTRIBUTES, TorchLoop
 from unilab.algos.torch.registry import actor_kwargs_from_learner, build_actor, get_torch_algo
-from unilab_jax.training.interrupts import ImmediateStop, RunStopped
+from unilab_jax.training.facade import ImmediateStop, RunStopped
 
 __all__ = ["SIM_BACKENDS", "OffPolicyRunner"]
 

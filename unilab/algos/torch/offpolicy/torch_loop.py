@@ -60,17 +60,18 @@ from unilab.algos.torch.offpolicy.worker import collector_kwargs, off_policy_col
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
 from unilab.ipc.async_runner import AsyncRunner
 from unilab.logging.trace_event import TraceRecorder, maybe_span
-from unilab_jax.training.interrupts import (
+from unilab_jax.training.facade import (
+    CheckpointSink,
     ImmediateStop,
+    OffPolicyLogger,
     RunStopped,
+    SinkChain,
     StopRequested,
     StopSignals,
     run_stopped,
     signal_name,
     stop_requested,
 )
-from unilab_jax.training.logger import OffPolicyLogger
-from unilab_jax.training.sinks import CheckpointSink, SinkChain
 
 __all__ = ["RUN_IPC_ATTRIBUTES", "TRACE_FILE", "BatchSource", "RingBatches", "TorchLoop"]
 

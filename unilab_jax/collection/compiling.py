@@ -1,9 +1,11 @@
-"""Compiling off the critical path: JAX's persistent compilation cache, and compiles run in a
-background thread while something else runs.
+"""Compiling the device programs off the critical path: JAX's persistent compilation cache, and
+compiles run in a background thread while something else runs.
 
 ``use_compilation_cache`` turns the cache on when ``Trainer`` is built (a rerun of the same
 shapes skips most of its compile); ``Background`` is how ``Trainer`` compiles the first
-block's step beside init, and the evaluator beside what is left of it.
+block's step beside init, and how the MJX collection (``collection.mjx``) compiles the
+evaluator beside what is left of it. It sits in ``collection``, with the programs it
+compiles, so that ``collection`` and ``training`` above it both use it.
 """
 
 from __future__ import annotations
