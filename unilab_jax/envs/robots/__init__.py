@@ -1,6 +1,6 @@
 """Robot tasks built from third-party robot models (see :mod:`unilab_jax.envs.robots.assets`).
 
-Task modules (``quadruped``, ``g1``) are imported explicitly by the registry; this package only
+Task modules (``quadruped``, ``g1``, ``go2``) are imported explicitly by the registry; this package only
 re-exports the asset helpers so importing it never needs the optional robot packages.
 """
 

@@ -2,9 +2,18 @@
 
 This is the reference UniLab (unilabsim/UniLab at 9aa57115) ``Go2JoystickFlat`` with its
 off-policy MuJoCo owner config (``flashsac/go2_joystick_flat/mujoco.yaml``), held to it by the
-golden-file tests (``tests/test_reference_go2.py``). The model (Menagerie's Go2 rebuilt into
-the reference's) is ``go2_model.py``; the tunable parameters, :class:`Go2JoystickFlatConfig`,
-are ``go2_config.py`` (defaults: the owner's values). Both are re-exported here.
+golden-file tests (``tests/test_reference_go2.py``). This module holds the task class (its
+control, gait clock, task state, mirror map, termination) and documents the whole task below;
+its parts live beside it, and their public names are re-exported here:
+
+- ``go2_model.py``: the model (Menagerie's Go2 rebuilt into the reference's);
+- ``go2_config.py``: the tunable parameters, :class:`Go2JoystickFlatConfig` (defaults: the
+  owner's values);
+- ``go2_randomisation.py``: the random draws and what each becomes: reset state, command,
+  domain randomisation (the per-episode model fields), pushes;
+- ``go2_observation.py``: the sensors the task reads, the observation noise and the
+  observation groups' layout;
+- ``go2_reward.py``: the reward terms and their weights.
 
 Orders. qpos / qvel joints, the feet and the observation's joint slices: FL, FR, RL, RR, each
 leg (hip, thigh, calf). Actuators, hence the action and ``ctrl``: FR, FL, RR, RL.
@@ -102,7 +111,6 @@ the factor 0.02.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -112,20 +120,15 @@ import numpy as np
 
 from unilab_jax.envs.base import MODEL_PARAMS_KEY
 from unilab_jax.envs.mirror import SignedPermutation, hinge_mirror, left_right_partner
+from unilab_jax.envs.robots import go2_observation, go2_randomisation, go2_reward
 from unilab_jax.envs.robots.common import (
-    SETCONST_FIELDS,
     LocomotionTask,
     apply_obs_noise,
     body_force,
-    interval_push,
     locomotion_mirror,
     model_field,
-    position_gains,
-    setconst_weights,
-    uniform,
     uniform_noise,
     weighted_reward,
-    yaw_quaternion,
 )
 from unilab_jax.envs.robots.go2_config import Go2JoystickFlatConfig
 from unilab_jax.envs.robots.go2_model import (
@@ -135,6 +138,9 @@ from unilab_jax.envs.robots.go2_model import (
     build_go2_model,
     sensor_slices,
 )
+from unilab_jax.envs.robots.go2_observation import NOISE_SLOTS
+from unilab_jax.envs.robots.go2_randomisation import DERIVED_FIELDS, DR_DRAWS
+from unilab_jax.envs.robots.go2_reward import REWARD_TERMS
 
 __all__ = [
     "ACTUATOR_LEGS",
@@ -148,26 +154,6 @@ __all__ = [
     "build_go2_model",
     "feet_phase",
 ]
-
-#: Noisy observation inputs, in the reference's draw order, with their sizes.
-NOISE_SLOTS = (("gyro", 3), ("upvector", 3), ("joint_pos", 12), ("joint_vel", 12), ("linvel", 3))
-#: Reward terms in the order the reference sums them.
-REWARD_TERMS = (
-    "tracking_lin_vel",
-    "tracking_ang_vel",
-    "lin_vel_z",
-    "ang_vel_xy",
-    "base_height",
-    "action_rate",
-    "similar_to_default",
-    "contact",
-    "swing_feet_z",
-)
-#: Model constants ``mj_setConst`` derives from the masses, which MJX does not recompute: the
-#: task computes them per episode (:func:`~unilab_jax.envs.robots.common.setconst_weights`).
-DERIVED_FIELDS = SETCONST_FIELDS
-#: Episode draws of the domain randomisation (each a scalar but gravity [3]).
-DR_DRAWS = ("base_mass_delta", "com_offset_x", "gravity", "kp_multiplier", "kd_multiplier")
 
 
 def feet_phase(phase: jax.Array) -> jax.Array:
@@ -220,14 +206,8 @@ class Go2JoystickFlat(LocomotionTask):
             if f not in DERIVED_FIELDS
         }
         self._phase_step = float(cfg.gait_frequency * self.control_dt)
-        self._noise_scales = {
-            "gyro": cfg.noise_gyro,
-            "upvector": cfg.noise_upvector,
-            "joint_pos": cfg.noise_joint_pos,
-            "joint_vel": cfg.noise_joint_vel,
-            "linvel": cfg.noise_linvel,
-        }
-        self._weights = {name: float(getattr(cfg, f"w_{name}")) for name in REWARD_TERMS}
+        self._noise_scales = go2_observation.noise_scales(cfg)
+        self._weights = go2_reward.reward_weights(cfg)
 
     @property
     def sensor_slices(self) -> dict[str, slice]:
@@ -239,68 +219,37 @@ class Go2JoystickFlat(LocomotionTask):
         """Noise half-width per :data:`NOISE_SLOTS` slot, before ``noise_level``."""
         return dict(self._noise_scales)
 
-    # ----------------------------------------------------------------- resets
+    # -------------------------------------------------- resets (go2_randomisation.py)
     def initial_qpos_qvel(
         self, xy_offset: jax.Array, yaw: jax.Array, base_qvel: jax.Array
     ) -> tuple[jax.Array, jax.Array]:
         """A reset's ``(qpos [19], qvel [18])`` from its draws: the home pose moved by
         ``xy_offset`` [2], turned by ``yaw`` about z, free-joint velocity ``base_qvel`` [6]."""
-        qpos = self._home.at[0:2].add(xy_offset).at[3:7].set(yaw_quaternion(yaw))
-        qvel = jnp.zeros((self.model.nv,), jnp.float32).at[0:6].set(base_qvel)
-        return qpos, qvel
+        return go2_randomisation.reset_qpos_qvel(
+            self._home, xy_offset, yaw, base_qvel, self.model.nv
+        )
 
     def init_qpos_qvel(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        k_xy, k_yaw, k_vel = jax.random.split(key, 3)
-        cfg = self.config
-        xy = uniform(k_xy, (2,), -cfg.init_xy_range, cfg.init_xy_range)
-        yaw = uniform(k_yaw, (), -math.pi, math.pi)
-        base_qvel = uniform(k_vel, (6,), -cfg.init_base_vel, cfg.init_base_vel)
-        return self.initial_qpos_qvel(xy, yaw, base_qvel)
+        return self.initial_qpos_qvel(*go2_randomisation.draw_reset(key, self.config))
 
     def draw_randomisation(self, key: jax.Array) -> dict[str, jax.Array]:
         """One episode's domain-randomisation draws (:data:`DR_DRAWS`)."""
-        cfg = self.config
-        keys = jax.random.split(key, 5)
-        return {
-            "base_mass_delta": uniform(keys[0], (), *cfg.added_mass_range),
-            "com_offset_x": uniform(keys[1], (), *cfg.com_offset_x_range),
-            "gravity": uniform(keys[2], (3,), cfg.gravity_low, cfg.gravity_high),
-            "kp_multiplier": uniform(keys[3], (), *cfg.kp_multiplier_range),
-            "kd_multiplier": uniform(keys[4], (), *cfg.kd_multiplier_range),
-        }
+        return go2_randomisation.draw_randomisation(key, self.config)
 
     def randomised_values(self, draws: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
         """The physical values of one episode's draws: ``kp``, ``kd`` (shared by the 12
         actuators), ``base_mass``, ``base_com`` [3] (base centre of mass, body frame) and
         ``gravity`` [3]."""
-        cfg, base = self.config, self._base
-        nominal_com = self._nominal["body_ipos"][base]
-        return {
-            "kp": cfg.kp * jnp.asarray(draws["kp_multiplier"], jnp.float32),
-            "kd": cfg.kd * jnp.asarray(draws["kd_multiplier"], jnp.float32),
-            "base_mass": self._nominal["body_mass"][base] + draws["base_mass_delta"],
-            "base_com": nominal_com.at[0].add(draws["com_offset_x"]),
-            "gravity": jnp.asarray(draws["gravity"], jnp.float32),
-        }
+        return go2_randomisation.randomised_values(draws, self._nominal, self._base, self.config)
 
     def episode_model(self, values: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
         """The per-episode model fields (``Task.model_fields``) of :meth:`randomised_values`,
         with the inverse weights ``mj_setConst`` would derive from them (for MJX)."""
-        nominal, base = self._nominal, self._base
-        gains = position_gains(
-            nominal["actuator_gainprm"], nominal["actuator_biasprm"], values["kp"], values["kd"]
-        )
-        fields = {
-            **gains,
-            "body_mass": nominal["body_mass"].at[base].set(values["base_mass"]),
-            "body_ipos": nominal["body_ipos"].at[base].set(values["base_com"]),
-            "opt.gravity": jnp.asarray(values["gravity"], jnp.float32),
-        }
-        return {**fields, **setconst_weights(self.model, fields)}
+        return go2_randomisation.episode_model(values, self._nominal, self._base, self.model)
 
     def draw_command(self, key: jax.Array) -> jax.Array:
         """An episode's velocity command [3] (vx, vy, yaw rate), uniform in the config's box."""
-        return uniform(key, (3,), self.config.command_low, self.config.command_high)
+        return go2_randomisation.draw_command(key, self.config)
 
     def init_task_state(self, key: jax.Array) -> dict[str, jax.Array]:
         k_cmd, k_dr, k_noise, k_push = jax.random.split(key, 4)
@@ -318,23 +267,19 @@ class Go2JoystickFlat(LocomotionTask):
             "push_force": self.push_force(k_push, counter),
         }
 
-    # ----------------------------------------------------------------- pushes
+    # -------------------------------------------------- pushes (go2_randomisation.py)
     def is_push_step(self, step_counter: jax.Array) -> jax.Array:
         """The batch's control step ``step_counter`` carries a push (0, 750, 1500, ...)."""
-        interval = self.config.push_interval
-        if interval <= 0:
-            return jnp.zeros((), bool)
-        return step_counter % interval == 0
+        return go2_randomisation.is_push_step(step_counter, self.config)
 
     def push_force(self, key: jax.Array, step_counter: jax.Array) -> jax.Array:
         """The world-frame force [3] on the base during step ``step_counter`` (0 if none)."""
-        cfg = self.config
-        return interval_push(key, step_counter, cfg.push_interval, cfg.push_max_force)
+        return go2_randomisation.push_force(key, step_counter, self.config)
 
     def xfrc_applied(self, task_state: dict[str, jax.Array]) -> jax.Array:
         return body_force(self.model.nbody, self._base, task_state["push_force"])
 
-    # ----------------------------------------------------------------- step
+    # -------------------------------------------------- step
     def ctrl_from_action(self, action: jax.Array, task_state: dict[str, jax.Array]) -> jax.Array:
         del task_state
         return action * self.config.action_scale + self._ctrl_offset
@@ -364,20 +309,12 @@ class Go2JoystickFlat(LocomotionTask):
             "push_force": self.push_force(k_push, counter),
         }
 
+    # -------------------------------------------------- observation (go2_observation.py)
     def sensors(self, data: Any) -> dict[str, jax.Array]:
         """What the task reads from the physics: the imu's ``gyro``, ``linvel`` (local) and
         ``upvector``, the feet's world positions ``feet_pos`` [4, 3] and contact sensors
         ``feet_found`` [4] (feet order), ``qpos``, ``qvel``."""
-        sd, s = data.sensordata, self._slices
-        return {
-            "gyro": sd[s["gyro"]],
-            "linvel": sd[s["local_linvel"]],
-            "upvector": sd[s["upvector"]],
-            "feet_pos": jnp.stack([sd[s[f"{leg}_pos"]] for leg in FEET]),
-            "feet_found": jnp.concatenate([sd[s[f"{leg}_foot_contact"]] for leg in FEET]),
-            "qpos": data.qpos,
-            "qvel": data.qvel,
-        }
+        return go2_observation.read_sensors(data, self._slices)
 
     def draw_obs_noise(self, key: jax.Array) -> dict[str, jax.Array]:
         """``U(-1, 1)`` draws of every :data:`NOISE_SLOTS` slot."""
@@ -391,61 +328,27 @@ class Go2JoystickFlat(LocomotionTask):
     ) -> dict[str, jax.Array]:
         """The observation groups from the clean :data:`NOISE_SLOTS` inputs and their noise
         draws (None: noise off)."""
-        x = dict(clean)
-        if draws is not None:
-            x = apply_obs_noise(clean, draws, self.config.noise_level, self._noise_scales)
-        obs = jnp.concatenate(
-            [
-                x["gyro"],
-                -x["upvector"],
-                x["joint_pos"],
-                x["joint_vel"],
-                task_state["action"],
-                task_state["command"],
-                task_state["feet_phase"],
-            ]
+        return go2_observation.observation_groups(
+            clean, draws, task_state, self.config.noise_level, self._noise_scales
         )
-        return {"obs": obs, "critic": jnp.concatenate([obs, x["linvel"]])}
 
     def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        s = self.sensors(data)
-        clean = {
-            "gyro": s["gyro"],
-            "upvector": s["upvector"],
-            "joint_pos": s["qpos"][7:19] - self.default_pose,
-            "joint_vel": s["qvel"][6:18],
-            "linvel": s["linvel"],
-        }
+        clean = go2_observation.clean_inputs(self.sensors(data), self.default_pose)
         draws = None
         if self.config.noise_level > 0:
             draws = self.draw_obs_noise(task_state["noise_key"])
         return self.observation(clean, draws, task_state)
 
+    # -------------------------------------------------- reward (go2_reward.py)
     def reward_terms(
         self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]
     ) -> dict[str, jax.Array]:
         """The unweighted reward terms (:data:`REWARD_TERMS`) of the step that applied
         ``action`` from ``task_state`` and ended in ``data``."""
-        cfg = self.config
-        s = self.sensors(data)
-        v, w, cmd = s["linvel"], s["gyro"], task_state["command"]
         phases = feet_phase(self.advance_phase(task_state["phase"]))
-        swing = phases >= cfg.stance_fraction
-        contact = s["feet_found"] > cfg.contact_threshold
-        foot_z = s["feet_pos"][:, 2]
-        height = jnp.exp(-jnp.square(foot_z - cfg.swing_height_target) / cfg.swing_height_sigma)
-        n_feet = len(FEET)
-        return {
-            "tracking_lin_vel": jnp.exp(-jnp.sum(jnp.square(cmd[:2] - v[:2])) / cfg.tracking_sigma),
-            "tracking_ang_vel": jnp.exp(-jnp.square(cmd[2] - w[2]) / cfg.tracking_sigma),
-            "lin_vel_z": jnp.square(v[2]),
-            "ang_vel_xy": jnp.sum(jnp.square(w[:2])),
-            "base_height": jnp.square(s["qpos"][2] - cfg.base_height_target),
-            "action_rate": jnp.sum(jnp.square(action - task_state["action"])),
-            "similar_to_default": jnp.sum(jnp.abs(s["qpos"][7:19] - self.default_pose)),
-            "contact": jnp.sum((contact == ~swing).astype(jnp.float32)) / n_feet,
-            "swing_feet_z": jnp.sum(height * swing) / n_feet,
-        }
+        return go2_reward.reward_terms(
+            self.sensors(data), action, task_state, phases, self.default_pose, self.config
+        )
 
     def reward(
         self, data: Any, action: jax.Array, task_state: dict[str, jax.Array]

@@ -20,36 +20,13 @@ The maths is a transcription of the JAX core (same formulas, operation order and
 count, the temperature and the reward statistics between the two exactly. The learner keeps
 its hyperparameters as a `FlashSACConfig` (`config`).
 
-The constructor is the reference's (`FlashSACLearner` of UniLab 9aa57115: its arguments, order
-and class defaults, which are `FlashSACConfig`'s values), each mapped onto `FlashSACConfig`:
-
-- `critic_min_v` / `critic_max_v` -> `v_min` / `v_max`; `temp_initial_value` -> `alpha_init`;
-  `temp_target_sigma` -> `target_entropy_std` (floored at 1e-6, as the reference);
-  `temp_target_entropy` (given) -> the target entropy itself, held in `config` as the std whose
-  Gaussian has that entropy; `actor_noise_zeta_mu` / `actor_noise_zeta_max` ->
-  `noise_repeat_exponent` / `noise_repeat_max`; `normalize_reward` / `normalized_g_max` ->
-  `reward_scaling` / `g_max`; `actor_num_blocks` and `critic_num_blocks` -> `num_blocks` (the
-  two must be equal: the core has one).
-- Learning rates, as the reference: all three optimisers start at `learning_rate_peak` (at
-  `actor_lr` when it is <= 0; `actor_lr` / `critic_lr` are otherwise unused, there too) and
-  decay on a cosine to `learning_rate_end` over `learning_rate_decay_steps` optimiser steps
-  (`lr_final_ratio = learning_rate_end / start`). `learning_rate_init` is read only by a
-  warm-up, which is refused, so any value is accepted. `learning_rate_peak=None` (ours): each
-  optimiser starts at its own `actor_lr`, `critic_lr`, `alpha_lr`.
-- Refused at construction (`unilab_jax.errors.ConfigError`, a `ValueError`, naming the option,
-  the reason and what to pass): `learning_rate_warmup_steps > 0`, `n_step != 1`,
-  `actor_bc_alpha != 0`, `obs_normalization=True`, `actor_num_blocks != critic_num_blocks`, a
-  `learning_rate_end` outside `(0, start]`, and `use_amp=True` / `use_compile=True` on CUDA or
-  XPU. On a CPU the reference ignores `use_amp` and `use_compile`, and so does this learner
-  (`learner.use_amp` / `use_compile` are then False, as there). `amp_dtype` other than auto /
-  fp16 / bf16 raises `ValueError` in the reference's words, on every device.
-- After them, keyword-only, ours: `num_envs`, `world_size`, the settings the reference fixes
-  (`alpha_lr`, `use_autotune`, `weight_decay`, `max_grad_norm`, `num_q_networks`,
-  `batch_norm_momentum`, `log_std_min`, `log_std_max`; defaults: its values) and
-  `FlashSACConfig`'s names of the reference's settings above (`v_min`, `alpha_init`,
-  `lr_decay_steps`, ...; None: from the reference's argument), which
-  `unilab.algos.torch.registry.build_learner` passes to build a learner of a config. One setting
-  given under both names with different values raises.
+This module is the update itself. Where the other parts live, beside it:
+- `reference_arguments.py`: the constructor's arguments, the reference's (`FlashSACLearner` of
+  UniLab 9aa57115: its arguments, order and class defaults, which are `FlashSACConfig`'s
+  values) then ours, each mapped onto `FlashSACConfig`; the settings refused at construction.
+- `reference_names.py`: a reference checkpoint's state-dict names, converted on load.
+- `networks.py`: the critic ensemble, weight projection, tanh-Gaussian sample, reward
+  statistics and learning-rate schedule (the actor: `unilab_jax.torch.flash_actor`).
 
 Deviations, and where the torch side necessarily differs from the JAX one:
 - Learning rates follow the optimiser's own step count: after every step (and every load)
@@ -96,7 +73,7 @@ import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 from torch import nn
@@ -111,9 +88,7 @@ from unilab.algos.torch.common.networks import (
     expected_value,
 )
 from unilab.algos.torch.common.updates import (
-    AMP_DEVICES,
     metrics_to_floats,
-    resolve_amp_dtype,
     sac_optimizers,
     temperature_step,
 )
@@ -126,12 +101,12 @@ from unilab.algos.torch.flash_sac.networks import (
     sample_tanh_gaussian,
     without_running_stats,
 )
+from unilab.algos.torch.flash_sac.reference_arguments import config_from_arguments
 from unilab.algos.torch.flash_sac.reference_names import (
     is_reference_checkpoint,
     learner_state_from_reference,
 )
 from unilab_jax.algos.hyperparams import FlashSACConfig
-from unilab_jax.errors import ConfigError
 from unilab_jax.torch.flash_actor import FlashSACActor
 
 __all__ = ["FlashSACActor", "FlashSACCritic", "FlashSACLearner"]
@@ -140,179 +115,6 @@ _DEFAULTS = FlashSACConfig()
 Batch = Mapping[str, torch.Tensor]
 #: The keys FlashSAC's actor step reads, the reference's (it runs the actor on `[s; s']`).
 FLASH_ACTOR_BATCH_KEYS = ("obs", "next_obs", "actions", "critic")
-#: `FlashSACConfig`'s fields the reference names otherwise -> the reference's argument(s).
-REFERENCE_NAMES = {
-    "v_min": "critic_min_v",
-    "v_max": "critic_max_v",
-    "alpha_init": "temp_initial_value",
-    "target_entropy_std": "temp_target_sigma / temp_target_entropy",
-    "num_blocks": "actor_num_blocks / critic_num_blocks",
-    "noise_repeat_exponent": "actor_noise_zeta_mu",
-    "noise_repeat_max": "actor_noise_zeta_max",
-    "lr_decay_steps": "learning_rate_decay_steps",
-    "lr_final_ratio": "learning_rate_end",
-    "actor_lr": "learning_rate_peak / actor_lr",
-    "critic_lr": "learning_rate_peak / actor_lr",
-    "alpha_lr": "learning_rate_peak / actor_lr",
-    "reward_scaling": "normalize_reward",
-    "g_max": "normalized_g_max",
-}
-
-
-def _refuse(option: str, value: Any, why: str, instead: str) -> NoReturn:
-    raise ConfigError(f"FlashSACLearner({option}={value!r}) is not supported: {why}; {instead}")
-
-
-def _refuse_unsupported(given: Mapping[str, Any], device: torch.device) -> None:
-    """Raise ``ConfigError`` for a reference setting this learner cannot reproduce."""
-    resolve_amp_dtype(given["amp_dtype"], "FlashSAC")  # the reference's check, on every device
-    if int(given["learning_rate_warmup_steps"]) > 0:
-        _refuse(
-            "learning_rate_warmup_steps", given["learning_rate_warmup_steps"],
-            "the core's schedule (FlashSACConfig) is a cosine decay from the start rate, with "
-            "no linear warm-up from learning_rate_init",
-            "pass learning_rate_warmup_steps=0 (learning_rate_init is then unused, as in the "
-            "reference)",
-        )  # fmt: skip
-    if given["n_step"] != 1:
-        _refuse(
-            "n_step", given["n_step"],
-            "the reference only raised the target's discount to gamma**n_step over one-step "
-            "replay rows, while the core discounts the target and the reward statistics with "
-            "one gamma",
-            "pass n_step=1 and the gamma you want",
-        )  # fmt: skip
-    if given["actor_bc_alpha"] != 0:
-        _refuse(
-            "actor_bc_alpha", given["actor_bc_alpha"],
-            "the core's FlashSAC actor loss has no behaviour-cloning term",
-            "pass actor_bc_alpha=0.0",
-        )  # fmt: skip
-    if given["obs_normalization"]:
-        _refuse(
-            "obs_normalization", given["obs_normalization"],
-            "FlashSAC here keeps no running observation normaliser: the networks' input "
-            "BatchNorm normalises their inputs (the core's FlashSAC)",
-            "pass obs_normalization=False",
-        )  # fmt: skip
-    if given["actor_num_blocks"] != given["critic_num_blocks"]:
-        _refuse(
-            "critic_num_blocks", given["critic_num_blocks"],
-            f"it differs from actor_num_blocks={given['actor_num_blocks']!r}, and the core "
-            "(FlashSACConfig.num_blocks) gives the actor and the critics one depth",
-            "pass the same value to both",
-        )  # fmt: skip
-    if given["use_amp"] and device.type in AMP_DEVICES:
-        _refuse(
-            "use_amp", given["use_amp"],
-            f"mixed precision is not implemented for FlashSAC (its updates run in float32 on "
-            f"{device.type})",
-            "pass use_amp=False (on a CPU the reference ignores use_amp, and so does this learner)",
-        )  # fmt: skip
-    if given["use_compile"] and device.type == "cuda":
-        _refuse(
-            "use_compile", given["use_compile"],
-            "torch.compile of FlashSAC's updates is not implemented",
-            "pass use_compile=False (eager updates, the same maths; on a CPU the reference "
-            "ignores use_compile, and so does this learner)",
-        )  # fmt: skip
-
-
-def _ours_or_reference(
-    given: Mapping[str, Any], defaults: Mapping[str, Any], ours: str, reference: str, mapped: Any
-) -> Any:
-    """``given[ours]`` (FlashSACConfig's name) when given, else ``mapped`` (the value the
-    reference's argument ``reference`` gives); both given with different values raise."""
-    value = given[ours]
-    if value is None:
-        return mapped
-    if given[reference] != defaults[reference] and value != mapped:
-        raise ConfigError(
-            f"FlashSACLearner: {ours}={value!r} (FlashSACConfig's name) and "
-            f"{reference}={given[reference]!r} (the reference's) set one setting differently; "
-            "pass one of them"
-        )
-    return value
-
-
-def config_settings(
-    given: Mapping[str, Any], defaults: Mapping[str, Any], action_dim: int
-) -> tuple[dict[str, Any], float | None]:
-    """``FlashSACConfig``'s fields from ``FlashSACLearner``'s arguments ``given`` (its
-    ``defaults``), and the target entropy ``temp_target_entropy`` sets (None: from the std)."""
-
-    def pick(ours: str, reference: str, mapped: Any) -> Any:
-        return _ours_or_reference(given, defaults, ours, reference, mapped)
-
-    # The rates: the reference steps all three optimisers at one rate, learning_rate_peak (or
-    # actor_lr when that is <= 0); `learning_rate_peak=None` (ours): each its own.
-    peak = given["learning_rate_peak"]
-    if peak is None:
-        actor_lr, critic_lr = given["actor_lr"], given["critic_lr"]
-    else:
-        actor_lr = critic_lr = peak if peak > 0 else given["actor_lr"]
-    if not (isinstance(actor_lr, int | float) and math.isfinite(actor_lr) and actor_lr > 0):
-        source = "learning_rate_peak" if peak is not None and peak > 0 else "actor_lr"
-        raise ConfigError(
-            f"FlashSACLearner: {source} is {actor_lr!r}; it must be a positive learning rate"
-        )
-    alpha_lr = actor_lr if given["alpha_lr"] is None else given["alpha_lr"]
-    end, decay = given["learning_rate_end"], given["learning_rate_decay_steps"]
-    final_ratio = pick("lr_final_ratio", "learning_rate_end", end / actor_lr)
-    if given["lr_final_ratio"] is None and not 0.0 < final_ratio <= 1.0:
-        _refuse(
-            "learning_rate_end", end,
-            f"the core's cosine decays from the start rate ({actor_lr!r}) to a positive share "
-            "of it at most 1 (FlashSACConfig.lr_final_ratio in (0, 1]), not to zero or upwards",
-            f"pass a learning_rate_end in (0, {actor_lr!r}]",
-        )  # fmt: skip
-    # The target entropy: the reference's target_entropy when given, else that of a Gaussian of
-    # std max(temp_target_sigma, 1e-6) per action dimension; the config holds the std.
-    target_entropy = given["temp_target_entropy"]
-    if target_entropy is None:
-        std = max(float(given["temp_target_sigma"]), 1e-6)
-        std = pick("target_entropy_std", "temp_target_sigma", std)
-    else:
-        target_entropy = float(target_entropy)
-        per_dim = target_entropy / action_dim
-        std = math.sqrt(math.exp(2.0 * per_dim) / (2.0 * math.pi * math.e))
-        std = pick("target_entropy_std", "temp_target_entropy", std)
-        if given["target_entropy_std"] is not None:
-            target_entropy = None  # (equal to the given entropy: computed from the std)
-    settings = dict(
-        gamma=given["gamma"],
-        tau=given["tau"],
-        actor_lr=actor_lr,
-        critic_lr=critic_lr,
-        alpha_lr=alpha_lr,
-        # (the reference's floor of its decay steps: 1)
-        lr_decay_steps=pick("lr_decay_steps", "learning_rate_decay_steps", max(int(decay), 1)),
-        lr_final_ratio=final_ratio,
-        alpha_init=pick("alpha_init", "temp_initial_value", given["temp_initial_value"]),
-        target_entropy_std=std,
-        use_autotune=given["use_autotune"],
-        weight_decay=given["weight_decay"],
-        max_grad_norm=given["max_grad_norm"],
-        actor_hidden_dim=given["actor_hidden_dim"],
-        critic_hidden_dim=given["critic_hidden_dim"],
-        num_blocks=pick("num_blocks", "actor_num_blocks", given["actor_num_blocks"]),
-        num_q_networks=given["num_q_networks"],
-        num_atoms=given["num_atoms"],
-        v_min=pick("v_min", "critic_min_v", given["critic_min_v"]),
-        v_max=pick("v_max", "critic_max_v", given["critic_max_v"]),
-        g_max=pick("g_max", "normalized_g_max", given["normalized_g_max"]),
-        reward_scaling=pick("reward_scaling", "normalize_reward", given["normalize_reward"]),
-        batch_norm_momentum=given["batch_norm_momentum"],
-        log_std_min=given["log_std_min"],
-        log_std_max=given["log_std_max"],
-        noise_repeat_max=pick(
-            "noise_repeat_max", "actor_noise_zeta_max", given["actor_noise_zeta_max"]
-        ),
-        noise_repeat_exponent=pick(
-            "noise_repeat_exponent", "actor_noise_zeta_mu", given["actor_noise_zeta_mu"]
-        ),
-    )
-    return settings, target_entropy
 
 
 class FlashSACLearner(LearnerBase):
@@ -324,7 +126,7 @@ class FlashSACLearner(LearnerBase):
     `FLASH_ACTOR_BATCH_KEYS`); rewards raw (the learner scales them). `num_envs`: the envs
     whose returns `observe_rewards` follows (the runner resizes it to its own).
     `update_count` counts `update_critic` calls. The reference's arguments come first, in its
-    order and with its defaults; see the module's docstring for how each maps onto `config`.
+    order and with its defaults; `reference_arguments.py` gives how each maps onto `config`.
     """
 
     def __init__(
@@ -387,19 +189,9 @@ class FlashSACLearner(LearnerBase):
     ) -> None:
         given = dict(locals())
         self.device = torch.device(device)
-        _refuse_unsupported(given, self.device)
-        settings, target_entropy = config_settings(given, _signature_defaults(), action_dim)
-        self.config = FlashSACConfig(**settings)
-        try:  # one line naming a setting that cannot work, before any net
-            self.config.validate()
-        except ConfigError as error:
-            message = str(error)
-            field = message.split(" ", 1)[0]
-            if field in REFERENCE_NAMES:  # "v_min (the reference's critic_min_v) is ..."
-                message = (
-                    f"{field} (the reference's {REFERENCE_NAMES[field]}){message[len(field) :]}"
-                )
-            raise ConfigError(f"FlashSACLearner: {message}") from None
+        self.config, target_entropy = config_from_arguments(
+            given, _signature_defaults(), action_dim, self.device
+        )
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.critic_obs_dim = obs_dim if critic_obs_dim is None else critic_obs_dim
