@@ -29,6 +29,15 @@ the lifetime rules in one place:
   `__del__`: set stop, join (10 s), kill, then release every registered resource
   (`cleanup()` if it has one, else `close()`), so no process and no `/dev/shm` entry
   outlives the run.
+
+The reference's base is accepted as its subclasses use it: the constructor takes its
+arguments (`env_name`, `env_cfg_overrides`, `rl_cfg`, then keyword-only `device` (None:
+`_get_default_device()`), `collector_device` (None: `device`), `sim_backend`, `num_envs`) and
+keeps them as attributes; `_stop_event` exists from construction; resources appended to
+`_shared_resources` directly are released by `close()`; and `_start_collector(target_fn,
+kwargs)` with `"stop_event"` among `kwargs` calls `target_fn(**kwargs)` as the reference's does
+(ours, without it: `target_fn(stop_event, parent_pid=..., **kwargs)`), in the same wrapper
+(failure report, signals ignored).
 """
 
 from __future__ import annotations
@@ -69,8 +78,10 @@ def _collector_entry_wrapper(
     error_conn: Any,
     stop_event: Any,
     kwargs: dict[str, Any],
+    pass_stop_event: bool = True,
 ) -> None:
-    """Run the collector; report any exception to the learner with its traceback.
+    """Run the collector (`target_fn(stop_event, **kwargs)`, or `target_fn(**kwargs)` without
+    `pass_stop_event`); report any exception to the learner with its traceback.
 
     The process then ends at once (`os._exit`): the interpreter's own teardown takes seconds
     with jax and MuJoCo loaded (module garbage collection), time a stopping learner would
@@ -83,7 +94,10 @@ def _collector_entry_wrapper(
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     code = 0
     try:
-        target_fn(stop_event, **kwargs)
+        if pass_stop_event:
+            target_fn(stop_event, **kwargs)
+        else:
+            target_fn(**kwargs)
     except BaseException as error:  # noqa: BLE001 - every failure must reach the learner
         code = 1
         report = "".join(traceback.format_exception(error))
@@ -117,18 +131,46 @@ def drain_queue(q: Any) -> list[Any]:
 
 
 class AsyncRunner(abc.ABC):
-    """Base of the off-policy runners: one spawned collector plus the run's shared resources."""
+    """Base of the off-policy runners: one spawned collector plus the run's shared resources.
 
-    def __init__(self, collector_device: str = "cpu") -> None:
-        self.collector_device = collector_device
+    Args (the reference's; all optional here, as our runners set their own attributes):
+        env_name, env_cfg_overrides, rl_cfg: kept as attributes (None: ``""``, ``{}``).
+        device: the learner's device; None: `_get_default_device()`.
+        collector_device: the collector's; None: `device`.
+        sim_backend, num_envs: kept as attributes.
+    """
+
+    def __init__(
+        self,
+        env_name: str = "",
+        env_cfg_overrides: dict | None = None,
+        rl_cfg: dict | None = None,
+        *,
+        device: str | None = None,
+        collector_device: str | None = None,
+        sim_backend: str = "mujoco",
+        num_envs: int = 4096,
+    ) -> None:
+        self.env_name = env_name
+        self.env_cfg_overrides = {} if env_cfg_overrides is None else env_cfg_overrides
+        self.rl_cfg = {} if rl_cfg is None else rl_cfg
+        self.device = device or self._get_default_device()
+        self.collector_device = collector_device or self.device
+        self.sim_backend = sim_backend
+        self.num_envs = num_envs
         self._ctx = mp.get_context("spawn")
-        self._stop_event: Any = None
+        self._stop_event: Any = StopFlag(self._ctx)
         self._collector_process: Any = None
         self._error_conn: Any = None
         self._collector_report: str | None = None
         self._shared_resources: list[Any] = []
         self._queues: list[Any] = []
         self._close_complete = True
+
+    def _get_default_device(self) -> str:
+        """The learner's device when none is given (the reference's subclasses choose theirs;
+        ours set `device` themselves): ``"cpu"``."""
+        return "cpu"
 
     # -- collector lifetime --------------------------------------------------------------------
 
@@ -139,6 +181,7 @@ class AsyncRunner(abc.ABC):
 
     def _register_resource(self, resource: Any) -> Any:
         """Release `resource` in `close()` (its `cleanup()` if it has one, else `close()`)."""
+        self._close_complete = False
         self._shared_resources.append(resource)
         return resource
 
@@ -149,14 +192,17 @@ class AsyncRunner(abc.ABC):
         self._collector_report = None
 
     def _start_collector(self, target_fn: Callable[..., None], kwargs: dict[str, Any]) -> None:
-        """Spawn the collector as `target_fn(stop_event, **kwargs)` (a daemon process)."""
+        """Spawn the collector as `target_fn(stop_event, **kwargs)` (a daemon process), or,
+        with `"stop_event"` among `kwargs` (the reference's contract), `target_fn(**kwargs)`."""
+        self._close_complete = False
         receiver, sender = self._ctx.Pipe(duplex=False)
-        kwargs = {**kwargs, "parent_pid": os.getpid()}
+        if "stop_event" in kwargs:
+            args = (target_fn, sender, kwargs["stop_event"], kwargs, False)
+        else:
+            kwargs = {**kwargs, "parent_pid": os.getpid()}
+            args = (target_fn, sender, self._stop_event, kwargs)
         process = self._ctx.Process(
-            target=_collector_entry_wrapper,
-            args=(target_fn, sender, self._stop_event, kwargs),
-            name="offpolicy-collector",
-            daemon=True,
+            target=_collector_entry_wrapper, args=args, name="offpolicy-collector", daemon=True
         )
         process.start()
         sender.close()  # the child holds the only write end: EOF once it exits
@@ -210,7 +256,8 @@ class AsyncRunner(abc.ABC):
 
     def close(self) -> None:
         """Stop the collector and release every shared resource. Idempotent."""
-        if self._close_complete:
+        idle = not self._shared_resources and self._collector_process is None
+        if self._close_complete and idle:
             return
         try:
             self._stop_collector()
@@ -225,8 +272,7 @@ class AsyncRunner(abc.ABC):
             if self._error_conn is not None:
                 self._error_conn.close()
                 self._error_conn = None
-            self._stop_event = None
-            self._close_complete = True
+            self._close_complete = True  # the stop event stays set, as the reference's
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # interpreter shutdown: best effort only

@@ -26,6 +26,18 @@ check on absolute row numbers, the seqlock idea applied to a ring, instead of lo
   second to call `while_waiting` (the learner checks there that its collector is alive and
   raises `CollectorError`) instead of blocking forever.
 
+Constructed with ours (`ReplayBuffer(capacity_n, num_envs, obs_dim, action_dim, critic_dim,
+device="cpu", recorder=None)`: `capacity_n` env steps of `num_envs` rows) or the reference's
+arguments (`ReplayBuffer(capacity, obs_dim, action_dim, device, defer_gpu=False, critic_dim=0,
+packed_cpu_storage=False)`: `capacity` rows; `defer_gpu` and `packed_cpu_storage` are accepted
+and ignored, as the reference ignores them, the storage always being packed CPU memory). Which
+one a call means: the reference's keywords (`capacity`, `defer_gpu`, `packed_cpu_storage`) or a
+device as the fourth argument pick the reference's; otherwise ours, unless only the reference's
+binds (`ReplayBuffer(1000, 8, 2, device="cpu")`). `add` takes the reference's keywords
+(`terminal_next_obs`, `terminal_next_critic`, in its order) and ours (`terminal_obs`,
+`terminal_critic`, keyword-only); one `add` of more rows than the ring holds keeps the newest
+`capacity`, as the reference's wrap-around does.
+
 Other deviations: the terminal patch (next_obs / next_critic of rows whose terminal mask is set)
 is applied while packing the rows, before they reach shared memory, so a reader can never see a
 row between the copy and the patch. Draws exclude the rows that an in-progress write is
@@ -35,6 +47,7 @@ overwriting (they are about to disappear anyway). Exactly one process may `add`.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import multiprocessing as mp
 import time
 from collections.abc import Callable
@@ -50,12 +63,88 @@ __all__ = ["ReplayBuffer"]
 _FIELDS = ("obs", "next_obs", "actions", "rewards", "dones", "truncated", "critic", "next_critic")
 
 
+def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+    """``value`` given under the reference's ``name`` or our ``alias``, not both."""
+    if value is not None and alias_value is not None:
+        raise TypeError(f"ReplayBuffer.add: pass {name} or {alias}, not both")
+    return value if value is not None else alias_value
+
+
+def _ours(
+    capacity_n: int,
+    num_envs: int,
+    obs_dim: int,
+    action_dim: int,
+    critic_dim: int,
+    device: str | torch.device = "cpu",
+    recorder: TraceRecorder | None = None,
+) -> None:
+    """Our constructor's arguments (`ReplayBuffer`)."""
+
+
+def _reference(
+    capacity: int,
+    obs_dim: int,
+    action_dim: int,
+    device: str | torch.device,
+    defer_gpu: bool = False,
+    critic_dim: int = 0,
+    packed_cpu_storage: bool = False,
+    *,
+    recorder: TraceRecorder | None = None,
+) -> None:
+    """The reference's constructor's arguments (`ReplayBuffer`), and our `recorder`."""
+
+
+_OURS = inspect.signature(_ours)
+_REFERENCE = inspect.signature(_reference)
+_REFERENCE_ONLY = frozenset({"capacity", "defer_gpu", "packed_cpu_storage"})
+
+
+def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``capacity`` (rows), ``num_envs`` (None in the reference's form), the widths,
+    ``device`` and ``recorder`` of a constructor call in either form (module docstring)."""
+    device_fourth = len(args) > 3 and isinstance(args[3], str | torch.device)
+    ours_error: TypeError | None = None
+    if not (_REFERENCE_ONLY & kwargs.keys() or device_fourth):
+        try:
+            ours = _OURS.bind(*args, **kwargs)
+        except TypeError as error:
+            if {"capacity_n", "num_envs"} & kwargs.keys():
+                raise
+            ours_error = error
+        else:
+            ours.apply_defaults()
+            given = dict(ours.arguments)
+            if given["capacity_n"] < 1 or given["num_envs"] < 1:
+                raise ValueError(
+                    f"capacity_n={given['capacity_n']} and num_envs={given['num_envs']} "
+                    "must be >= 1"
+                )
+            return {**given, "capacity": given["capacity_n"] * given["num_envs"]}
+    try:
+        reference = _REFERENCE.bind(*args, **kwargs)
+    except TypeError as error:
+        if ours_error is None:
+            raise
+        raise TypeError(
+            f"ReplayBuffer{_OURS} (ours): {ours_error}; ReplayBuffer{_REFERENCE} (the "
+            f"reference's): {error}"
+        ) from None
+    reference.apply_defaults()
+    given = dict(reference.arguments)
+    if given["capacity"] < 1:
+        raise ValueError(f"capacity={given['capacity']} must be >= 1")
+    return {**given, "num_envs": None}
+
+
 class ReplayBuffer:
     """Shared-memory ring of packed transitions: one writer process, any number of readers.
 
-    Args:
+    Args (ours; the reference's are in the module docstring):
         capacity_n: vectorised env steps kept per env (`replay_buffer_n`).
-        num_envs: rows appended per env step.
+        num_envs: rows appended per env step (None when built with the reference's
+            `capacity`).
         obs_dim, action_dim, critic_dim: column widths; `critic_dim > 0` makes `critic` /
             `next_critic` mandatory in `add`, as in the reference.
         device: where `sample` puts the batch.
@@ -63,24 +152,16 @@ class ReplayBuffer:
             `replay/sample`); dropped when pickled, as in the reference.
     """
 
-    def __init__(
-        self,
-        capacity_n: int,
-        num_envs: int,
-        obs_dim: int,
-        action_dim: int,
-        critic_dim: int,
-        device: str | torch.device = "cpu",
-        recorder: TraceRecorder | None = None,
-    ) -> None:
-        if capacity_n < 1 or num_envs < 1:
-            raise ValueError(f"capacity_n={capacity_n} and num_envs={num_envs} must be >= 1")
-        self.capacity = capacity_n * num_envs
-        self.num_envs = num_envs
-        self.obs_dim, self.action_dim, self.critic_dim = obs_dim, action_dim, critic_dim
-        self.device = torch.device(device)
-        self.recorder = recorder
-        widths = (obs_dim, obs_dim, action_dim, 1, 1, 1, critic_dim, critic_dim)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        given = _arguments(args, kwargs)
+        self.capacity = int(given["capacity"])
+        self.num_envs = given["num_envs"]
+        self.obs_dim, self.action_dim = given["obs_dim"], given["action_dim"]
+        self.critic_dim = given["critic_dim"]
+        self.device = torch.device(given["device"])
+        self.recorder = given["recorder"]
+        widths = (self.obs_dim, self.obs_dim, self.action_dim, 1, 1, 1, self.critic_dim,
+                  self.critic_dim)  # fmt: skip
         bounds = [0]
         for w in widths:
             bounds.append(bounds[-1] + w)
@@ -108,18 +189,25 @@ class ReplayBuffer:
         dones: torch.Tensor,
         truncated: torch.Tensor,
         terminal_mask: torch.Tensor | None = None,
-        terminal_obs: torch.Tensor | None = None,
-        terminal_critic: torch.Tensor | None = None,
+        terminal_next_obs: torch.Tensor | None = None,
         critic: torch.Tensor | None = None,
         next_critic: torch.Tensor | None = None,
+        terminal_next_critic: torch.Tensor | None = None,
+        *,
+        terminal_obs: torch.Tensor | None = None,
+        terminal_critic: torch.Tensor | None = None,
     ) -> None:
         """Append `n` transitions (`[n, dim]`, rewards / dones / truncated `[n]`).
 
         `next_obs` of an auto-reset env is the reset observation; rows with `terminal_mask` set
-        get `terminal_obs` (`terminal_critic`) as their next observation instead, which is what
-        the bootstrap must see. `terminal_*` are full `[n, dim]` tensors, read where the mask is
-        set.
+        get `terminal_next_obs` (`terminal_next_critic`) as their next observation instead,
+        which is what the bootstrap must see. `terminal_*` are full `[n, dim]` tensors, read
+        where the mask is set. `terminal_obs` / `terminal_critic`: our names of the same.
         """
+        terminal_obs = _one_of("terminal_next_obs", terminal_next_obs, "terminal_obs",
+                               terminal_obs)  # fmt: skip
+        terminal_critic = _one_of("terminal_next_critic", terminal_next_critic,
+                                  "terminal_critic", terminal_critic)  # fmt: skip
         with maybe_span(self.recorder, "replay/add", cat="replay", rows=int(obs.shape[0])):
             rows = self._pack(
                 obs, actions, rewards, next_obs, dones, truncated,
@@ -165,8 +253,6 @@ class ReplayBuffer:
 
     def _begin_write(self, n: int) -> int:
         """Claim `n` rows; returns their first absolute row number (= current `ptr`)."""
-        if n > self.capacity:
-            raise ValueError(f"cannot add {n} rows to a ring of {self.capacity}")
         with self._locked():
             start = int(self.ptr.item())
             self.claimed.fill_(start + n)
@@ -187,9 +273,11 @@ class ReplayBuffer:
             self.size.fill_(min(end, self.capacity))
 
     def _write(self, rows: torch.Tensor) -> None:
-        start = self._begin_write(rows.shape[0])
-        self._copy_rows(start, rows)
-        self._publish(start + rows.shape[0])
+        n = rows.shape[0]
+        start = self._begin_write(n)
+        kept = rows[-self.capacity :]  # more rows than the ring holds: the newest survive
+        self._copy_rows(start + n - kept.shape[0], kept)
+        self._publish(start + n)
 
     # -- reader side -------------------------------------------------------------------------
 

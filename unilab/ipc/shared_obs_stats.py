@@ -5,6 +5,9 @@ so `put` drains stale entries first and `get` drains everything and keeps the la
 the collector normalises with the latest statistics it has ever received, and with nothing
 (`None`) before the first arrival. The queue is the reference's design; it is kept because
 statistics are small and a lost intermediate value is harmless.
+
+The reference's calls are accepted: `SharedObsNormStats(ctx)` (the multiprocessing context
+whose `Queue` carries the statistics; default: spawn) and `put((mean, std))`, one tuple.
 """
 
 from __future__ import annotations
@@ -28,10 +31,20 @@ def _as_array(value: Any) -> np.ndarray:
 
 
 class SharedObsNormStats:
-    """Latest-value channel for `(mean, std)`; create in the learner, pass at spawn time."""
+    """Latest-value channel for `(mean, std)`; create in the learner, pass at spawn time.
 
-    def __init__(self, maxsize: int = 2) -> None:
-        self._queue: Any = mp.get_context("spawn").Queue(maxsize=maxsize)
+    Args:
+        ctx: the multiprocessing context whose `Queue(maxsize)` is used (the reference's
+            argument); None: the spawn context. An int is taken as `maxsize` (our former
+            first argument).
+        maxsize: the queue's bound.
+    """
+
+    def __init__(self, ctx: Any = None, maxsize: int = 2) -> None:
+        if isinstance(ctx, int):
+            ctx, maxsize = None, ctx
+        ctx = mp.get_context("spawn") if ctx is None else ctx
+        self._queue: Any = ctx.Queue(maxsize=maxsize)
         self._last: Stats | None = None
 
     def _drain(self) -> None:
@@ -43,8 +56,11 @@ class SharedObsNormStats:
             except queue.Empty:
                 return
 
-    def put(self, mean: Any, std: Any) -> None:
-        """Learner: replace whatever is pending with the new statistics."""
+    def put(self, mean: Any, std: Any = None) -> None:
+        """Learner: replace whatever is pending with the new statistics, `put(mean, std)` or
+        the reference's `put((mean, std))`."""
+        if std is None:
+            mean, std = mean
         item = (_as_array(mean), _as_array(std))
         while True:
             self._drain()  # the learner's own `_last` is irrelevant; only the queue matters
@@ -68,8 +84,8 @@ class SharedObsNormStats:
         be unlinked by their finalisers as soon as no other reference remains. Idempotent.
         """
         if self._queue is not None:
-            self._queue.cancel_join_thread()
-            self._queue.close()
+            for release in ("cancel_join_thread", "close"):  # a thread queue has neither
+                getattr(self._queue, release, lambda: None)()
             self._queue = None
 
     def __getstate__(self) -> dict[str, Any]:

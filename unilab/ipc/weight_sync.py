@@ -12,13 +12,22 @@ Deviations from the reference:
   so integer buffers (e.g. BatchNorm's `num_batches_tracked`) survive exactly.
 - No long-lived numpy/torch views of the block are kept: each call makes and drops its own,
   so `close()` never fails with "exported pointers exist".
+
+The reference's constructor is accepted too: `SharedWeightSync(param_shapes, *, create=True,
+shm_name=None, lock=None)`, where `param_shapes` maps names to shapes (float32 entries, zeros
+until the first `write_weights`, version 0); `create=False` attaches to the block `shm_name`
+(with `lock`, the creator's `_lock`; `lock=None` reads and writes without one, as there), and
+`SharedWeightSync.from_state_dict(state_dict, **kwargs)` creates and writes (version 1). A block
+attached by shapes must have been laid out from float32 entries (shapes, or a state dict of
+float32 tensors), as every block of the reference is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
@@ -37,12 +46,18 @@ _ALIGN = 8
 Layout = list[tuple[str, tuple[int, ...], torch.dtype, int]]
 
 
-def make_layout(state_dict: Mapping[str, torch.Tensor]) -> tuple[Layout, int]:
+def make_layout(spec: Mapping[str, torch.Tensor | Sequence[int]]) -> tuple[Layout, int]:
+    """Each entry's place in the block: a tensor's shape and dtype, or a shape (float32, as
+    every entry of the reference's blocks)."""
     layout: Layout = []
     offset = _HEADER
-    for name, tensor in state_dict.items():
-        layout.append((name, tuple(tensor.shape), tensor.dtype, offset))
-        nbytes = tensor.numel() * tensor.element_size()
+    for name, value in spec.items():
+        if isinstance(value, torch.Tensor):
+            shape, dtype = tuple(value.shape), value.dtype
+        else:
+            shape, dtype = tuple(int(d) for d in value), torch.float32
+        layout.append((name, shape, dtype, offset))
+        nbytes = int(np.prod(shape, dtype=np.int64)) * torch.empty((), dtype=dtype).element_size()
         offset += -(-nbytes // _ALIGN) * _ALIGN
     return layout, max(offset, _HEADER)
 
@@ -55,21 +70,49 @@ class SharedWeightSync:
     with it); `SharedWeightSync.attach(name, layout, lock)` does the same explicitly.
 
     Args:
-        state_dict: the actor's state_dict; fixes names, shapes, dtypes and order.
+        param_shapes: the actor's state_dict (fixes names, shapes, dtypes and order; its
+            values are written), or the reference's names -> shapes (float32, zeros).
         recorder: optional trace recorder for `weight_sync/*` spans; dropped when pickled.
+        create, shm_name, lock: the reference's: `create=False` attaches to the block
+            `shm_name` with `lock` (None: no lock) instead of creating one.
     """
 
     def __init__(
-        self, state_dict: Mapping[str, torch.Tensor], recorder: TraceRecorder | None = None
+        self,
+        param_shapes: Mapping[str, torch.Tensor | Sequence[int]],
+        recorder: TraceRecorder | None = None,
+        *,
+        create: bool = True,
+        shm_name: str | None = None,
+        lock: Any = None,
     ) -> None:
-        self.layout, nbytes = make_layout(state_dict)
+        if not create:
+            if shm_name is None:
+                raise ValueError("SharedWeightSync(create=False) needs the block's shm_name")
+            layout, _ = make_layout(param_shapes)
+            other = SharedWeightSync.attach(shm_name, layout, lock, recorder)
+            self.__dict__.update(other.__dict__)
+            return
+        self.layout, nbytes = make_layout(param_shapes)
         self._shm: SharedMemory | None = SharedMemory(create=True, size=nbytes)
         self.name = self._shm.name
         self._lock: Any = mp.get_context("spawn").Lock()
         self._creator = True
+        self._unlink_later: SharedMemory | None = None  # the creator's block after `close()`
         self.recorder = recorder
         struct.pack_into("<q", self._shm.buf, 0, 0)
-        self._copy(state_dict, to_shared=True)
+        if all(isinstance(v, torch.Tensor) for v in param_shapes.values()):
+            self._copy(param_shapes, to_shared=True)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_state_dict(
+        cls, state_dict: Mapping[str, torch.Tensor], **kwargs: Any
+    ) -> SharedWeightSync:
+        """The reference's: a block laid out from ``state_dict`` and written once (version
+        1); ``kwargs`` as the constructor's (``create``, ``recorder``, ...)."""
+        self = cls(state_dict, **kwargs)
+        self.write_weights(state_dict)
+        return self
 
     @classmethod
     def attach(
@@ -80,9 +123,18 @@ class SharedWeightSync:
         self.name, self.layout, self._lock, self.recorder = name, layout, lock, recorder
         self._shm = SharedMemory(name=name)
         self._creator = False
+        self._unlink_later = None
         return self
 
     # -- data movement -------------------------------------------------------------------------
+
+    def _held(
+        self, while_waiting: Callable[[], None] | None
+    ) -> contextlib.AbstractContextManager[None]:
+        """The lock, or nothing for a block attached with `lock=None` (the reference's)."""
+        if self._lock is None:
+            return contextlib.nullcontext()
+        return held(self._lock, while_waiting)
 
     def _buf(self) -> memoryview:
         if self._shm is None:
@@ -130,7 +182,7 @@ class SharedWeightSync:
             thread_time_counter="weight_sync/write_thread_cpu_us",
         )  # fmt: skip
         self._buf()  # fail with "closed" rather than on the dropped lock
-        with span, held(self._lock, while_waiting):
+        with span, self._held(while_waiting):
             self._copy(state_dict, to_shared=True)
             version = self.version + 1
             struct.pack_into("<q", self._buf(), 0, version)
@@ -153,27 +205,31 @@ class SharedWeightSync:
             thread_time_counter="weight_sync/read_thread_cpu_us",
         )  # fmt: skip
         self._buf()
-        with span, held(self._lock, while_waiting):
+        with span, self._held(while_waiting):
             self._copy(state_dict, to_shared=False)
             return self.version
 
     # -- lifetime ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Detach this process from the block (attachers; also part of `cleanup`). Idempotent."""
+        """Detach this process from the block (attachers; also part of `cleanup`). Idempotent.
+        The creator's block stays linked until its `cleanup()`, as the reference's."""
         if self._shm is not None:
             self._shm.close()
+            if self._creator:
+                self._unlink_later = self._shm
             self._shm = None
         self._lock = None  # lets the named semaphore's finaliser unlink it
 
     def cleanup(self) -> None:
-        """Creator only: close and unlink, so no `/dev/shm` entry outlives the run. Idempotent."""
-        shm = self._shm
+        """Creator only: close and unlink, so no `/dev/shm` entry outlives the run (after a
+        `close()` too). Idempotent."""
         if not self._creator:
             self.close()
             return
+        shm = self._shm if self._shm is not None else self._unlink_later
+        self._shm = self._unlink_later = None
         if shm is not None:
-            self._shm = None
             shm.close()
             shm.unlink()
         self._lock = None

@@ -196,11 +196,11 @@ def jax_td3_to_torch(state: TD3State, learner: FastTD3Learner) -> None:
 
 def jax_flash_sac_template(learner: FlashSACLearner) -> FlashSACState:
     """A `FlashSACState` of zeros with the shapes of `learner`'s config and sizes (as many
-    envs as its reward statistics carry): traced, not run (the JAX init takes seconds to
-    compile), which suffices as the table writes every leaf."""
+    envs as its reward statistics carry, 1 while they are not sized): traced, not run (the
+    JAX init takes seconds to compile), which suffices as the table writes every leaf."""
     agent = make_flash_sac(
         learner.config, learner.obs_dim, learner.critic_obs_dim, learner.action_dim,
-        num_envs=learner.reward_stats.num_envs,
+        num_envs=learner.reward_stats.num_envs or 1,
     )  # fmt: skip
     shapes = jax.eval_shape(agent.init, jax.random.key(0))
     return jax.tree.map(lambda leaf: jax.numpy.zeros(leaf.shape, leaf.dtype), shapes)

@@ -124,7 +124,8 @@ class FlashSACLearner(LearnerBase):
     Batches are dicts of tensors with keys `obs, critic, actions, rewards, next_obs,
     next_critic, dones, truncated` (`common.batch`; the actor step reads
     `FLASH_ACTOR_BATCH_KEYS`); rewards raw (the learner scales them). `num_envs`: the envs
-    whose returns `observe_rewards` follows (the runner resizes it to its own).
+    whose returns `observe_rewards` follows (the runner resizes it to its own); None (the
+    default, as the reference takes none): sized by the first rewards observed.
     `update_count` counts `update_critic` calls. The reference's arguments come first, in its
     order and with its defaults; `reference_arguments.py` gives how each maps onto `config`.
     """
@@ -165,7 +166,7 @@ class FlashSACLearner(LearnerBase):
         amp_dtype: str = "auto",
         use_compile: bool = False,
         *,
-        num_envs: int = 1,
+        num_envs: int | None = None,
         world_size: int = 1,
         alpha_lr: float | None = None,
         use_autotune: bool = _DEFAULTS.use_autotune,
@@ -221,7 +222,7 @@ class FlashSACLearner(LearnerBase):
         """The target's Polyak rate (`config.tau`), the reference's attribute."""
         return self.config.tau
 
-    def _build_networks(self, num_envs: int) -> None:
+    def _build_networks(self, num_envs: int | None) -> None:
         """Actor, critic ensemble and its target (projected, as the JAX init), temperature,
         reward statistics, and the identity normalisers."""
         cfg, device = self.config, self.device

@@ -145,12 +145,22 @@ def cosine_lr(base_lr: float, step: int, decay_steps: int, final_ratio: float) -
 class RewardStatistics(nn.Module):
     """Running statistics of every env's discounted return (``reward_scaling.RewardStats``):
     buffers ``carried [num_envs]``, ``mean``, ``var``, ``count``, ``abs_max`` (float32 scalars;
-    no return seen: variance 1, so the scale starts at 1)."""
+    no return seen: variance 1, so the scale starts at 1).
 
-    def __init__(self, num_envs: int, device: torch.device | str | None = None) -> None:
+    ``num_envs=None`` (the reference's ``RewardNormalizer``, which takes no env count): the
+    statistics size themselves on their first rewards, and restart the carried returns at 0
+    when a later batch has another env count, as the reference does. Given ``num_envs``,
+    ``observe`` refuses rewards of another env count (``resize`` changes it). Loading a state
+    dict into unsized statistics takes its env count."""
+
+    def __init__(
+        self, num_envs: int | None = None, device: torch.device | str | None = None
+    ) -> None:
         super().__init__()
+        #: Whether the env count was given (then rewards of another count are refused).
+        self.fixed_num_envs = num_envs is not None
         zero = torch.zeros((), dtype=torch.float32, device=device)
-        self.register_buffer("carried", torch.zeros(num_envs, device=device))
+        self.register_buffer("carried", torch.zeros(num_envs or 0, device=device))
         self.register_buffer("mean", zero.clone())
         self.register_buffer("var", torch.ones((), device=device))
         self.register_buffer("count", zero.clone())
@@ -158,6 +168,7 @@ class RewardStatistics(nn.Module):
 
     @property
     def num_envs(self) -> int:
+        """The envs whose returns are carried (0: not sized yet)."""
         return int(self.carried.shape[0])
 
     def resize(self, num_envs: int) -> None:
@@ -166,13 +177,26 @@ class RewardStatistics(nn.Module):
         if num_envs != self.num_envs:
             self.carried = torch.zeros(num_envs, device=self.carried.device)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        carried = state_dict.get(prefix + "carried")
+        if not self.fixed_num_envs and carried is not None:  # sized by the checkpoint
+            self.resize(int(carried.shape[0]))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     @torch.no_grad()
     def observe(self, rewards: torch.Tensor, dones: torch.Tensor, gamma: float) -> None:
-        """Merge env steps ``rewards`` / ``dones`` ``[S, num_envs]`` (in order): per step
-        ``G = r + carried``, ``carried = gamma * (1 - done) * G``; the step's G values enter
-        the mean and variance by Chan et al.'s pairwise rule, and the max."""
+        """Merge env steps ``rewards`` / ``dones`` ``[S, num_envs]`` (in order; one step may
+        be ``[num_envs]``): per step ``G = r + carried``, ``carried = gamma * (1 - done) * G``;
+        the step's G values enter the mean and variance by Chan et al.'s pairwise rule, and
+        the max."""
         rewards = rewards.to(self.carried.device, torch.float32)
         dones = dones.to(self.carried.device, torch.float32)
+        if rewards.ndim == 1:
+            rewards, dones = rewards.unsqueeze(0), dones.unsqueeze(0)
+        if rewards.numel() == 0:
+            return
+        if not self.fixed_num_envs:
+            self.resize(int(rewards.shape[-1]))
         if rewards.shape[-1] != self.num_envs:
             raise ValueError(
                 f"rewards of {rewards.shape[-1]} envs, but the statistics carry {self.num_envs}"
