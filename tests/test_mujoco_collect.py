@@ -219,6 +219,41 @@ def _finish(proc: subprocess.Popen, what: str) -> str:
     return out
 
 
+def test_a_process_of_two_shards_acts_and_steps_shard_by_shard(trainer):
+    """A collector holding 2 mesh shards runs its acting program and its envs' JAX programs
+    once per shard, on that shard's 4 rows: the programs a process of 1 shard runs. Kernels
+    pick their blocking by a call's rows and the CPU's ISA (YNNPACK's dots on AVX2 give a row
+    other bits in a call of 8 rows than in one of 4), so this is what makes 1 process x 2
+    devices collect bitwise what 2 processes x 1 device collect on every CPU."""
+    from unilab_jax.collection.collector import Collector
+
+    task, agent, device = trainer.env.task, trainer.agent, trainer.collection.device
+    policy = jax.device_put(trainer.init_state().agent, device)
+    key = jax.random.PRNGKey(7)
+    both = Collector(GO1, task, agent, device, shards=(0, 2), rows=(0, 8), threads=1)
+    halves = [Collector(GO1, task, agent, device, shards=(i, 1), rows=(4 * i, 4), threads=1)
+              for i in range(2)]  # fmt: skip
+    rows_seen, explore = [], both._explore
+    both._explore = lambda *a: (rows_seen.append(a[2].shape[0]), explore(*a))[1]
+    try:
+        # 10 steps: with YNNPACK held to AVX2 kernels, one acting program over the 8 rows
+        # gave a step 2 of its 96 actions with other bits within them.
+        chunks = []
+        for c in (both, *halves):
+            c.reset(GO1.seed, key)
+            chunks.append([c.collect(policy, i)[0] for i in range(10)])
+        assert rows_seen and set(rows_seen) == {4}
+        for whole, *parts in zip(*chunks, strict=True):
+            for field in dataclasses.fields(whole):
+                got = np.concatenate([getattr(p, field.name) for p in parts], axis=1)
+                np.testing.assert_array_equal(getattr(whole, field.name), got, field.name)
+        physics = np.concatenate([h.vec.snapshot()["physics"] for h in halves])
+        np.testing.assert_array_equal(both.vec.snapshot()["physics"], physics)
+    finally:
+        for c in (both, *halves):
+            c.close()
+
+
 @pytest.mark.multidevice
 def test_two_processes_collect_and_train_what_one_process_of_two_devices_does(tmp_path):
     """C MuJoCo collection over 2 processes x 1 device (the launcher): each process steps its

@@ -79,26 +79,43 @@ class Collector:
         self.vec = MujocoVecEnv(
             task, config.env, self.local_envs, config.seed, nthread=threads,
             device=device, rows=(self.first_row, config.num_envs),
+            block=self.local_envs // self._shards,
         )  # fmt: skip
-        self._explore = jax.jit(self._explore_shards)
+        self._explore = jax.jit(self._explore_shard)
         self._explore_key = jax.random.fold_in(jax.random.PRNGKey(config.seed), _EXPLORE_STREAM)
         self.explore_state: Any = None
         self.prev_done = self.ep_ret = self.ep_len = None
 
-    def _explore_shards(self, policy, explore_state, obs, prev_done, key):
-        """``agent.explore`` over this process's rows, each mesh shard's rows with its own key
-        ``fold_in(key, shard)``: the noise a row gets does not depend on how many processes or
-        devices the run has."""
-        k = self._shards
-        split = lambda x: x.reshape(k, x.shape[0] // k, *x.shape[1:])  # noqa: E731
-        merge = lambda x: x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])  # noqa: E731
-        shards = self._first_shard + jnp.arange(k)
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(shards)
-        explore = jax.vmap(self.agent.explore, in_axes=(None, 0, 0, 0, 0))
-        actions, state = explore(
-            policy, jax.tree.map(split, explore_state), split(obs), split(prev_done), keys
+    def _explore_shard(self, policy, explore_state, obs, prev_done, key, shard):
+        """``agent.explore`` over one mesh shard's rows with the shard's key
+        ``fold_in(key, shard)``. One compiled program serves every shard of every layout (the
+        shard is an argument), so a row's action is computed by the same program on the same
+        rows whether its process holds one shard or several: kernels such as YNNPACK's dots
+        pick their blocking by the rows of a call and the CPU's vector ISA, so a program over
+        2 shards' rows need not give a row the bits a program over 1 shard's rows gives it."""
+        return self.agent.explore(
+            policy, explore_state, obs, prev_done, jax.random.fold_in(key, shard)
         )
-        return merge(actions), jax.tree.map(merge, state)
+
+    def _act(self, policy, obs, key) -> np.ndarray:
+        """This process's rows' actions (numpy), shard by shard (``_explore_shard``); the
+        exploration state moves on."""
+        k, state = self._shards, self.explore_state
+        if k == 1:
+            actions, self.explore_state = self._explore(
+                policy, state, obs, self.prev_done, key, np.int32(self._first_shard)
+            )
+            return np.asarray(actions)
+        size = self.local_envs // k
+        out = []
+        for i in range(k):
+            rows = slice(i * size, (i + 1) * size)
+            out.append(self._explore(
+                policy, jax.tree.map(lambda x, r=rows: x[r], state), obs[rows],
+                self.prev_done[rows], key, np.int32(self._first_shard + i),
+            ))  # fmt: skip
+        self.explore_state = jax.tree.map(lambda *xs: jnp.concatenate(xs), *[s for _, s in out])
+        return np.concatenate([np.asarray(a) for a, _ in out])
 
     def reset(self, seed: int, key: jax.Array) -> None:
         """Envs reset with staggered time limits, this process's rows of the exploration state
@@ -135,10 +152,7 @@ class Collector:
         for key in keys:
             obs = vec.state.obs
             with jax.default_device(self.device):
-                actions, self.explore_state = self._explore(
-                    policy, self.explore_state, obs["obs"], self.prev_done, key
-                )
-                actions = np.asarray(actions)
+                actions = self._act(policy, obs["obs"], key)
             try:
                 nxt = vec.step(actions)
             except FloatingPointError as err:

@@ -35,11 +35,16 @@ global arrays of the mesh (``jax.make_array_from_process_local_data``), the coll
 statistics are summed over processes once per block, and the evaluation episodes are split
 over processes. Per-env randomness does not depend on the layout: reset keys and staggered
 time limits are the rows of the whole batch's draw, exploration noise is keyed per mesh shard
-(``fold_in(key, shard)``), so 2 processes of 1 device train exactly what 1 process of 2
-devices trains. The overlapped schedule runs in one process only (``TrainConfig`` says so).
+(``fold_in(key, shard)``), and every JAX program of the collection (the acting actor, the
+task's per-env code) runs once per mesh shard on that shard's rows, in a process of several
+shards too (XLA:CPU's dot kernels block by a call's rows and the CPU's vector ISA, so a call
+over 8 rows need not give a row the bits a call over its 4 gives it). So 2 processes of 1
+device train exactly what 1 process of 2 devices trains, on any CPU. The overlapped schedule
+runs in one process only (``TrainConfig`` says so).
 
-Deviation from the MJX path: one process's collector holds all of its envs in one batch on the
-host whatever its device count (chunks are split over devices when they move to the replay).
+Deviation from the MJX path: one process's collector holds all of its envs in one C MuJoCo
+batch on the host whatever its device count (its JAX programs run shard by shard; chunks are
+split over devices when they move to the replay).
 
 This module holds ``MujocoCollection``, what ``Trainer`` delegates to: the state between
 blocks, the compiled chunk step, the two schedules and the C MuJoCo evaluation. The collector

@@ -12,7 +12,7 @@ by :func:`~unilab_jax.envs.vec_env.make`; the host side is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -63,10 +63,14 @@ class MujocoVecEnv(VecEnv):
         nthread: int | None = None,
         device: jax.Device | None = None,
         rows: tuple[int, int] | None = None,
+        block: int | None = None,
     ) -> None:
         # ``device``: the CPU device the task's JAX code runs on (default: the first); a
         # collector that overlaps with a learner on another CPU device passes its own.
         # ``rows``: ``(first, total)`` when this batch is one process's share of a larger one.
+        # ``block``: the per-env JAX programs run on blocks of this many rows (a divisor of
+        # ``num_envs``; default all of them), so that a row's bits do not depend on how many
+        # blocks one batch holds (see ``_in_blocks``).
         self._cpu = jax.devices("cpu")[0] if device is None else device
         trace = trace_task(task, self._cpu)
         super().__init__(
@@ -92,25 +96,28 @@ class MujocoVecEnv(VecEnv):
         )
         # The default ctrl_from_action is the identity: skip a jit dispatch per step.
         self._identity_ctrl = type(task).ctrl_from_action is Task.ctrl_from_action
-        self._ctrl_fn = jax.jit(
-            jax.vmap(lambda a, ts: jnp.asarray(task.ctrl_from_action(a, ts), jnp.float32))
+        if block is not None and (block < 1 or self.num_envs % block):
+            raise ValueError(f"block {block} does not divide {self.num_envs} envs")
+        per_env = lambda fn: _in_blocks(jax.jit(jax.vmap(fn)), block)  # noqa: E731
+        self._ctrl_fn = per_env(
+            lambda a, ts: jnp.asarray(task.ctrl_from_action(a, ts), jnp.float32)
         )
-        self._xfrc_fn = jax.jit(jax.vmap(task.xfrc_applied)) if task.applies_forces else None
+        self._xfrc_fn = per_env(task.xfrc_applied) if task.applies_forces else None
 
         def fresh(data: Any, task_state: Any, done: jax.Array) -> tuple[Any, Any]:
             # A fresh episode's observation and task state, the task state kept where not done.
             obs, started = reset_observation(task, data, task_state)
             return obs, where_done(done, started, task_state)
 
-        self._fresh_fn = jax.jit(jax.vmap(fresh))
-        self._initial_fn = jax.jit(jax.vmap(lambda k: draw_initial_conditions(task, k)))
+        self._fresh_fn = per_env(fresh)
+        self._initial_fn = per_env(lambda k: draw_initial_conditions(task, k))
 
         def post(*args: Any) -> tuple[EnvState, tuple[jax.Array, jax.Array]]:
             state, reset = post_physics(task, *args)
             # The view is the host's: returning it would copy every field out of the jit.
             return state.replace(physics=None), reset
 
-        self._post_fn = jax.jit(jax.vmap(post))
+        self._post_fn = per_env(post)
         self._batch_fn = jax.jit(task.update_batch) if task.has_batch_update else None
 
         # Per-env carry between steps (set by init_state).
@@ -238,6 +245,27 @@ class MujocoVecEnv(VecEnv):
     def _release(self) -> None:
         self.physics.close()
         self._task_state = self._keys = None
+
+
+def _in_blocks(fn: Callable[..., Any], block: int | None) -> Callable[..., Any]:
+    """``fn`` (jitted and vmapped over the leading env axis of every argument) run on blocks of
+    ``block`` rows, the results concatenated: each block is computed by the one compiled
+    program for ``block`` rows. XLA:CPU's kernels (YNNPACK's dots among them) choose their
+    blocking by the rows of a call and by the CPU's vector ISA, so the same rows in a call of
+    another size need not give the same bits; a batch of 2 blocks in one process then computes
+    what 2 processes of 1 block compute."""
+    if block is None:
+        return fn
+
+    def run(*args: Any) -> Any:
+        n = len(jax.tree.leaves(args)[0])
+        if n == block:
+            return fn(*args)
+        outs = [fn(*jax.tree.map(lambda x, i=i: x[i : i + block], args))
+                for i in range(0, n, block)]  # fmt: skip
+        return jax.tree.map(lambda *xs: jnp.concatenate(xs), *outs)
+
+    return run
 
 
 def _host_params(task_state: Any) -> dict[str, np.ndarray]:

@@ -1,7 +1,8 @@
 """Robot tasks built from third-party robot models (see :mod:`unilab_jax.envs.robots.assets`).
 
-Task modules (``quadruped``, ``g1``, ``go2``) are imported explicitly by the registry; this package only
-re-exports the asset helpers so importing it never needs the optional robot packages.
+Task modules (``quadruped``, ``g1``, ``go2``) are imported explicitly by the registry; this
+package only re-exports the asset helpers so importing it never needs the optional robot
+packages.
 """
 
 from unilab_jax.envs.robots.assets import (
