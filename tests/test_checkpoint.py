@@ -142,6 +142,30 @@ def test_interrupted_saves_and_deletions_are_swept_and_never_listed(saved):
     assert sorted(p.name for p in saved.iterdir()) == ["3"]
 
 
+def test_a_deletion_cut_short_leaves_no_half_deleted_checkpoint_listed(tmp_path, monkeypatch):
+    """Old checkpoints are renamed out of the listing before they are deleted: a deletion cut
+    short (the process killed while it removes files) leaves no listed, half-deleted one."""
+    import contextlib
+    from pathlib import Path
+
+    from etils import epath
+
+    writer = CheckpointWriter(tmp_path, max_to_keep=1)
+    writer.save(1, _state(1))
+
+    def cut_short(path, *args, **kwargs):  # removes one file, then the process "dies"
+        next(p for p in Path(path).rglob("*") if p.is_file()).unlink()
+        raise OSError("killed while deleting")
+
+    monkeypatch.setattr(type(epath.Path(tmp_path)), "rmtree", cut_short)
+    with contextlib.suppress(CheckpointSaveError):
+        writer.save(2, _state(2))  # drops checkpoint 1 (max_to_keep 1)
+    monkeypatch.undo()
+    for step in list_steps(tmp_path):  # every listed checkpoint is complete
+        restore_checkpoint(tmp_path, _state(), step=step)
+    assert list_steps(tmp_path) == [2]
+
+
 def test_disk_full_at_a_save_is_a_clear_error_and_the_previous_checkpoint_survives(tmpfs):
     small_disk = tmpfs("size=512k")
     writer = CheckpointWriter(small_disk / "checkpoints")

@@ -2,6 +2,7 @@
 learning-start threshold, checkpoints and resumes exactly, names NaN-producing envs."""
 
 import dataclasses
+import io
 import re
 
 import jax
@@ -11,6 +12,7 @@ import pytest
 from tiny import TINY, TINY_SAC  # tests/tiny.py
 
 from unilab_jax.config import ConfigError, TrainConfig
+from unilab_jax.training.sinks import PlainLineSink
 from unilab_jax.training.trainer import EnvNaNError, Trainer, train
 
 
@@ -109,15 +111,21 @@ def test_resume_continues_bit_exactly_over_every_leaf(tmp_path, trainer):
         train(more, trainer=trainer, resume=True)
 
 
-def test_nan_from_an_env_stops_training_naming_the_env(trainer):
+def test_nan_from_an_env_stops_training_naming_the_env(trainer, tmp_path):
     """Env 3's physics carries NaN (a diverged simulation): the run stops at its first
-    iteration naming that env, not another (the step compiled for the run above serves)."""
+    iteration naming that env, not another (the step compiled for the run above serves), and
+    its run_summary.json says ``diverged``."""
+    import json
+
     state = trainer.init_state()
     physics = state.env.physics
     poisoned = physics.replace(qvel=physics.qvel.at[3].set(jnp.nan))
     state = state.replace(env=state.env.replace(physics=poisoned))
     with pytest.raises(EnvNaNError, match="environment 3 produced .* at iteration 1;"):
-        train(TINY, trainer=trainer, initial_state=state, quiet=True)
+        train(TINY, trainer=trainer, initial_state=state, quiet=True, log_dir=tmp_path,
+              logger="none")  # fmt: skip
+    summary = json.loads((tmp_path / "run_summary.json").read_text())
+    assert summary["status"] == "diverged" and "environment 3" in summary["error"]
 
 
 def test_a_value_support_too_small_for_the_returns_warns_and_names_the_fix(run):
@@ -127,7 +135,8 @@ def test_a_value_support_too_small_for_the_returns_warns_and_names_the_fix(run):
     # C MuJoCo collection: the warning is the host loop's, and the chunk step compiles without
     # MJX's physics (the support is a compile-time constant, so this run compiles its own step).
     config = dataclasses.replace(TINY, max_iterations=10, physics="mujoco")
-    result = train(config, small, quiet=True)
+    log_file = io.StringIO()  # what a cluster job's log file shows: plain lines
+    result = train(config, small, sinks=[PlainLineSink(log_file)])
     clipped = [h["learner"]["target_clip_high"] for h in result.history if h["learner"]]
     assert min(clipped) > 0.05
     (warning,) = result.summary["warnings"]
@@ -135,6 +144,8 @@ def test_a_value_support_too_small_for_the_returns_warns_and_names_the_fix(run):
     assert "beyond v_max = 2 (train/target_clip_high)" in warning
     assert "raise v_max (--v-max)" in warning and "--gamma" in warning
     assert [h.get("warnings") for h in result.history].count([warning]) == 1  # said once
+    lines = log_file.getvalue().splitlines()
+    assert lines.count(f"WARNING {warning}") == 1 and lines[-1] == f"Warning: {warning}"
 
 
 def test_periodic_evaluation_every_interval_and_at_the_end_compiled_once(trainer):

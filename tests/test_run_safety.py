@@ -84,7 +84,8 @@ def _checkpoints(log_dir: Path) -> list[int]:
     )
 
 
-def test_sigterm_saves_the_finished_block_restores_the_cursor_and_exits_143(tmp_path):
+@pytest.mark.parametrize("again", [False, True], ids=["once", "repeated"])
+def test_sigterm_saves_the_finished_block_restores_the_cursor_and_exits_143(tmp_path, again):
     log_dir = tmp_path / "run"
     run = PtyRun(*TINY, "--log-interval", "10", "--save-interval", "100000", "--log-dir",
                  str(log_dir))  # fmt: skip
@@ -101,10 +102,11 @@ def test_sigterm_saves_the_finished_block_restores_the_cursor_and_exits_143(tmp_
     assert _checkpoints(log_dir) == []
     run.proc.send_signal(signal.SIGTERM)
     # Once the stop is reported, more SIGTERMs (a scheduler repeating itself) land in the
-    # teardown: they end it at once with the same status, the lock released.
+    # teardown: they end it at once with the same status, the lock released. (Sent always, they
+    # would hide the status the run itself returns: "once" sends none.)
     deadline = time.monotonic() + 60
     while run.proc.poll() is None and time.monotonic() < deadline:
-        if b"Resume with" in run.output:
+        if again and b"Resume with" in run.output:
             run.proc.send_signal(signal.SIGTERM)
         time.sleep(0.01)
     assert run.finish(timeout=60) == 143
@@ -246,10 +248,41 @@ def test_a_diverged_learner_stops_the_run_with_a_named_error_and_exit_3(tmp_path
         assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(policy.state))
 
 
-def test_train_owns_its_run_from_python(tmp_path, monkeypatch):
+def test_a_failed_save_stops_the_run_with_exit_1_and_the_resume_command(
+    tmp_path, capsys, monkeypatch
+):
+    """The disk fills up after checkpoint 2: the save of 4 fails, training stops there (going
+    on would run unprotected), exit 1, naming the intact checkpoint and the resume command."""
+    import errno
+
+    from unilab_jax.train import main
+    from unilab_jax.training.checkpoint import CheckpointWriter
+
+    write = CheckpointWriter._write
+
+    def full_after_2(self, iteration, items, eval_return):
+        if iteration > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write(self, iteration, items, eval_return)
+
+    monkeypatch.setattr(CheckpointWriter, "_write", full_after_2)
+    log_dir = tmp_path / "run"
+    args = [a for a in TINY if a != "10000000"][:-1]  # TINY without --max-iterations N
+    code = main([*args, "--max-iterations", "8", "--log-interval", "2", "--save-interval", "2",
+                 "--log-dir", str(log_dir)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert (f"error: could not write checkpoint 4 under {log_dir / 'checkpoints'}: No space "
+            "left on device; checkpoint 2 is intact. Training stopped;") in err  # fmt: skip
+    assert f"--resume {log_dir} --log-dir {log_dir}" in err and "Traceback" not in err
+    assert _checkpoints(log_dir) == [2]
+
+
+def test_train_owns_its_run_from_python(tmp_path, monkeypatch, capsys):
     """``train`` itself, not the CLI, names a new run's folder (``log_dir=True``:
     ``logs/<algo>/<env>/<time>_<physics>``), holds its lock while it runs and writes
-    ``run_config.json`` and ``run_summary.json``; ``resume=True`` goes on in it."""
+    ``run_config.json`` and ``run_summary.json``; ``resume=True`` goes on in it, taking over
+    the lock a killed run left, and saying so."""
     from tiny import TINY, TINY_SAC  # tests/tiny.py
 
     from unilab_jax.training.trainer import train
@@ -262,7 +295,12 @@ def test_train_owns_its_run_from_python(tmp_path, monkeypatch):
     assert (run / "run_config.json").exists() and (run / LOCK_FILE).read_text() == ""
     summary = json.loads((run / "run_summary.json").read_text())
     assert summary["status"] == "completed" and summary["completed_iterations"] == 6
+    # A run killed (SIGKILL) holding the lock left its record; the kernel dropped its flock.
+    (run / LOCK_FILE).write_text(json.dumps({"pid": 999999999, "host": "h", "started": 0}))
+    capsys.readouterr()
     more = train(config.replace(max_iterations=8), TINY_SAC, log_dir=run, resume=True,
-                 logger="none", quiet=True)  # fmt: skip
+                 logger="none", sinks=[])  # fmt: skip
+    note = f"note: {run} was locked by a run that is gone (pid 999999999); this run takes it over"
+    assert note in capsys.readouterr().err
     assert more.summary["completed_iterations"] == 8
     assert json.loads((run / "run_summary.json").read_text())["completed_iterations"] == 8
