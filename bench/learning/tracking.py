@@ -66,8 +66,13 @@ def tracks(row: dict) -> bool:
 
 def best_tracking_row(rows: list[dict]) -> dict:
     """The evaluated snapshot that tracks best: the most episodes to the clip's end, then the
-    smallest body error (the later one on a tie)."""
-    return max(reversed(rows), key=lambda r: (r["clip_end_rate"], -r["body_error_m"]))
+    longest episodes from its first frame (how far into the clip it stays up: a policy that
+    falls at once has a small error over its few frames), then the smallest body error (the
+    later one on a tie)."""
+    return max(
+        reversed(rows),
+        key=lambda r: (r["clip_end_rate"], r["mean_length"], -r["body_error_m"]),
+    )
 
 
 def evaluate(args: argparse.Namespace) -> None:

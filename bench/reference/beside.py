@@ -608,36 +608,47 @@ def plot(task: str, rows: list[dict]) -> None:
 
     from bench.learning.tracking import TRACK_BODY_ERROR, TRACK_CLIP_END
 
-    # (key, axis label, goal line) of the top and bottom rows: walking or clip tracking.
+    # (key, axis label, goal line) of each row: walking, or clip tracking (where the clip's
+    # end is far off, how long episodes from its first frame last shows how far it gets).
     tracking = "clip_end_rate" in next(iter(curves.values()))[0]
-    top, bottom = (
-        (("body_error_m", "body error (m)", TRACK_BODY_ERROR),
-         ("clip_end_rate", "episodes to the clip's end", TRACK_CLIP_END))
+    rows_shown = (
+        [("body_error_m", "body error (m)", TRACK_BODY_ERROR),
+         ("mean_length", "episode length from frame 0", _clip_steps(task)),
+         ("clip_end_rate", "episodes to the clip's end", TRACK_CLIP_END)]
         if tracking else
-        (("tracking_share", "lin. vel. tracking / max", WALK_TRACKING),
-         ("time_limit_rate", "episodes to the time limit", WALK_TIME_LIMIT))
+        [("tracking_share", "lin. vel. tracking / max", WALK_TRACKING),
+         ("time_limit_rate", "episodes to the time limit", WALK_TIME_LIMIT)]
     )  # fmt: skip
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharey="row")
+    n = len(rows_shown)
+    fig, axes = plt.subplots(n, 2, figsize=(11, 3.5 * n), sharey="row")
     colours = {"reference": "tab:red", "core": "tab:blue", "facade": "tab:green"}
     for (side, seed), curve in sorted(curves.items()):
         curve.sort(key=lambda r: r["env_steps"])
         style = dict(color=colours[side], ls=("-", "--", "-.", ":")[seed % 4], alpha=0.8)
         for col, x in enumerate(("env_steps", "wall_sec")):
             xs = [r[x] / (1e6 if col == 0 else 60) for r in curve]
-            axes[0, col].plot(xs, [r[top[0]] for r in curve], label=f"{side} seed {seed}",
-                              **style)  # fmt: skip
-            axes[1, col].plot(xs, [r[bottom[0]] for r in curve], **style)
+            for row, (key, _, _) in enumerate(rows_shown):
+                label = f"{side} seed {seed}" if row == 0 else None
+                axes[row, col].plot(xs, [r[key] for r in curve], label=label, **style)
     for col, name in enumerate(("env steps (M)", "wall-clock (min)")):
-        axes[1, col].set_xlabel(name)
-        axes[0, col].axhline(top[2], color="grey", ls=":")
-        axes[1, col].axhline(bottom[2], color="grey", ls=":")
-    axes[0, 0].set_ylabel(top[1])
-    axes[1, 0].set_ylabel(bottom[1])
+        axes[n - 1, col].set_xlabel(name)
+        for row, (_, _, goal) in enumerate(rows_shown):
+            axes[row, col].axhline(goal, color="grey", ls=":")
+    for row, (_, label, _) in enumerate(rows_shown):
+        axes[row, 0].set_ylabel(label)
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"{task}: the reference UniLab ({COMMIT}) and ours, on one CPU")
     fig.tight_layout()
     fig.savefig(FIGURES_DIR / f"reference_{task}.png", dpi=90)
     plt.close(fig)
+
+
+def _clip_steps(task: str) -> int:
+    """Control steps from the default clip's first frame to its last (an episode that tracks
+    it whole lasts this long)."""
+    from unilab_jax.envs.registry import make_task
+
+    return int(make_task(task).num_frames) - 1
 
 
 def _paths(text: str) -> list[Path]:
