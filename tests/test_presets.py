@@ -244,8 +244,9 @@ def test_the_cli_applies_the_preset_and_the_options_given_win(tmp_path, monkeypa
     # --config FILE reruns the recorded settings, presets aside.
     saved = tmp_path / "run_config.json"
     saved.write_text('{"train": {"env": "CheetahRun", "num_envs": 32}, "algo": {}}')
-    rerun, _, none = cli_configs("--config", str(saved), "--preset", "cpu")
-    assert (rerun.num_envs, rerun.batch_size, none) == (32, TrainConfig().batch_size, None)
+    rerun, _, line = cli_configs("--config", str(saved), "--preset", "cpu")
+    assert (rerun.num_envs, rerun.batch_size) == (32, TrainConfig().batch_size)
+    assert line == f"Settings: the ones {saved} records (options given win)"
     monkeypatch.setenv("UNILAB_JAX_PRESET", "big")
     with pytest.raises(ConfigError, match="UNILAB_JAX_PRESET='big': choose one of auto, cpu"):
         cli_configs("--env", "CheetahRun")
