@@ -20,11 +20,12 @@ import inspect
 import multiprocessing as mp
 import queue
 from typing import Any
-from unittest.mock import MagicMock
 
 import numpy as np
 import pytest
 import torch
+from test_flash_sac_reference_api import ACT, CRITIC, OBS
+from test_flash_sac_reference_api import batch as flash_batch
 
 from unilab.ipc import AsyncRunner, ReplayBuffer, SharedObsNormStats, SharedWeightSync
 
@@ -34,22 +35,7 @@ SPAWN = mp.get_context("spawn")
 
 # --- 1. FlashSAC's reward statistics, sized on first use ---------------------------------------
 
-OBS, CRITIC, ACT = 4, 5, 2
 TINY = dict(actor_hidden_dim=16, critic_hidden_dim=16, actor_num_blocks=1, critic_num_blocks=1)
-
-
-def flash_batch(rows: int = 8) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return {
-        "obs": torch.randn(rows, OBS, generator=g),
-        "critic": torch.randn(rows, CRITIC, generator=g),
-        "actions": torch.rand(rows, ACT, generator=g) * 2 - 1,
-        "rewards": torch.randn(rows, generator=g),
-        "next_obs": torch.randn(rows, OBS, generator=g),
-        "next_critic": torch.randn(rows, CRITIC, generator=g),
-        "dones": torch.zeros(rows),
-        "truncated": torch.zeros(rows),
-    }
 
 
 def test_reward_statistics_without_an_env_count_size_themselves_on_the_first_rewards():
@@ -359,14 +345,18 @@ def test_async_runner_takes_the_references_arguments():
 
 
 def test_async_runner_close_releases_resources_appended_directly():
+    """Real resources appended as the reference's runners do: two weight blocks (released by
+    ``cleanup``: their segments leave ``/dev/shm``) and a statistics queue (by ``close``)."""
+    from pathlib import Path
+
     r = stub_runner()
-    with_cleanup = [MagicMock(spec=["cleanup"]) for _ in range(2)]
-    with_close = MagicMock(spec=["close"])
-    r._shared_resources.extend([*with_cleanup, with_close])
+    blocks = [SharedWeightSync({"w": (3,)}) for _ in range(2)]
+    stats = SharedObsNormStats(SPAWN)
+    r._shared_resources.extend([*blocks, stats])
+    assert all(Path("/dev/shm", b.name).exists() for b in blocks)
     r.close()
-    for resource in with_cleanup:
-        resource.cleanup.assert_called_once()
-    with_close.close.assert_called_once()
+    assert not any(Path("/dev/shm", b.name).exists() for b in blocks)
+    assert stats._queue is None
 
 
 def _report_kwargs(stop_event: Any, report_queue: Any, token: str, sim_backend: str = "missing"):
