@@ -149,6 +149,37 @@ def test_a_second_signal_stops_at_once_without_waiting_for_the_block(tmp_path, s
     assert (log_dir / LOCK_FILE).read_text() == ""  # released
 
 
+def test_a_sigterm_before_training_that_a_finaliser_swallowed_still_stops_the_run(tmp_path):
+    """A signal handler's exception raised while a ``__del__`` runs is printed and lost: a
+    SIGTERM landing there before training began once let the run train on. Here a finaliser
+    running early in the program raises SIGTERM: the run still stops before training, exit
+    143, nothing saved (unmutated, the run trained its 4 iterations and exited 0)."""
+    log_dir = tmp_path / "run"
+    args = [a for a in TINY if a != "10000000"][:-1] + ["--max-iterations", "4"]
+    script = f"""
+import signal, sys
+import unilab_jax.cli.train as cli
+
+class SignalsWhenFreed:
+    def __del__(self):
+        signal.raise_signal(signal.SIGTERM)  # its StopRequested is raised here, and lost
+
+probe = cli.probe_log_dir
+def probe_then_free(path):
+    probe(path)
+    SignalsWhenFreed()
+
+cli.probe_log_dir = probe_then_free
+sys.exit(cli.main({[*args, "--log-dir", str(log_dir)]!r}))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert "Exception ignored" in proc.stderr  # the handler's exception was swallowed
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    assert "SIGTERM before training began; nothing to save" in proc.stderr
+    assert not _checkpoints(log_dir) and not (log_dir / "run_summary.json").exists()
+
+
 def test_sigint_during_start_up_exits_130_with_nothing_saved(tmp_path):
     log_dir = tmp_path / "run"
     run = PtyRun(*TINY, "--save-interval", "0", "--log-dir", str(log_dir))

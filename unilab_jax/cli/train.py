@@ -231,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stop_before_training(signum, frame):
-    raise interrupts.stop_requested(signum)
+    # Noted as well as raised: an exception raised inside a finaliser is lost, the note is not
+    # (train() raises it again when it takes the signals; _main checks it before building).
+    raise interrupts.note_early_stop(signum)
 
 
 def _main(argv: list[str]) -> int:
@@ -246,6 +248,7 @@ def _main(argv: list[str]) -> int:
             print(task_list())
             return 0
         run, config, algo, line = _second_stage(argv, first)
+        interrupts.raise_early_stop()  # a SIGTERM so far whose exception was swallowed
         processes.request_host_devices(config)  # before JAX starts
         if line and not run.quiet and process_zero:
             print(line, flush=True)

@@ -54,6 +54,8 @@ __all__ = [
     "TrainingInterrupted",
     "TrainingTerminated",
     "end_uncaught_stops_quietly",
+    "note_early_stop",
+    "raise_early_stop",
     "run_stopped",
     "signal_name",
     "stop_now",
@@ -152,6 +154,29 @@ def stop_requested(signum: int) -> StopRequested:
     return _of(StopRequested, signum)
 
 
+#: A signal that arrived before the run took the signals (``note_early_stop``), not yet acted on.
+_early_stop: int | None = None
+
+
+def note_early_stop(signum: int) -> StopRequested:
+    """Note a signal that arrived before training began (a program's own handler calls this)
+    and return its ``StopRequested`` to raise. The handler's exception can be lost: raised
+    while a finaliser, ``__del__`` or a weakref callback runs, Python prints it and goes on; the
+    note is not lost, and :func:`raise_early_stop` (which ``StopSignals`` calls on entry)
+    raises it again."""
+    global _early_stop
+    _early_stop = signum
+    return stop_requested(signum)
+
+
+def raise_early_stop() -> None:
+    """Raise the ``StopRequested`` of a noted early signal (once), if there is one."""
+    global _early_stop
+    signum, _early_stop = _early_stop, None
+    if signum is not None:
+        raise stop_requested(signum)
+
+
 def run_stopped(
     signum: int, iteration: int, checkpoint: str | None, summary: dict, saved: str
 ) -> RunStopped:
@@ -230,6 +255,7 @@ class StopSignals:
         self._pool: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> StopSignals:
+        raise_early_stop()  # a signal before the run whose exception a finaliser swallowed
         if threading.current_thread() is threading.main_thread():
             end_uncaught_stops_quietly()
             for signum in _SIGNALS:
