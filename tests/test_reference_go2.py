@@ -20,7 +20,17 @@ the functions our task and backends run and compares with the recorded output:
 5. the observation noise from the recorded draws, and our own draws' statistics;
 6. resets built from the recorded draws (state, DR values, reset observation on C MuJoCo),
    the rollout's automatic resets, and our own reset draws' ranges;
-7. the push schedule and force.
+7. the push schedule and force;
+8. the carried rollout (``carry.*``): our task on our C MuJoCo from the recorded first reset
+   with the recorded actions, 40 steps through 10 automatic resets (every env at least once)
+   and 6 pushes, carrying its own state (``post_physics``'s carry, as ``MujocoVecEnv`` runs
+   it); only the reference's random draws (reset states, commands, DR values, push forces) are
+   fed in, in its call order. Every ``carry.*`` key is compared (:data:`CARRY_BOUNDS`,
+   :data:`CARRY_EXACT`) or named with the reason it is not. Measured: qpos 9.4e-6, qvel 9.4e-4,
+   observations 9.4e-4, reward 3.3e-6; flags, counters, commands, last actions, gait clock and
+   the reset observations as recorded. The MJX test also steps the carried rollout's pushed
+   steps and compares the base's linear velocity (3.6e-5) against a bound (1e-4) ten times
+   below a push's effect (1.0e-3 median).
 
 MJX keeps the nominal model's derived constants when the DR fields change; C MuJoCo (and the
 reference) recompute them with ``mj_setConst``. Measured on all 480 recorded steps, MJX without
@@ -71,6 +81,10 @@ MJX_QPOS_TOL = 1e-3
 MJX_QVEL_TOL = 3e-2
 MJX_QVEL_MEDIAN_TOL = 3e-4
 MJX_STEPS = range(0, 60, 10)
+# MJX's base linear velocity after the carried rollout's 6 pushed steps (48 rows) vs the
+# recorded one: measured max 3.6e-5 (median 4.9e-7), while the push changes it by 1.0e-3
+# (median; 1.7e-4 to 1.4e-3): MJX ignoring the force would be 10x past the bound.
+MJX_PUSH_TOL = 1e-4
 # Golden noise slot names -> ours.
 SLOT_NAMES = {
     "gyro": "gyro",
@@ -146,12 +160,12 @@ def _values(g: dict, prefix: str, t: int) -> dict[str, jax.Array]:
 
 def _state_before(g: dict, prefix: str, t: int, episode_model) -> dict[str, jax.Array]:
     """The task state in force when step ``t``'s action was chosen."""
-    main = prefix == "step"
-    phase = g["step.phase"][t - 1] if main and t else np.zeros(N, np.float32)
-    feet = g["step.feet_phase"][t - 1] if main and t else np.zeros((N, 4), np.float32)
+    main = prefix != "push"  # the push rollout: zero actions, no command or clock recorded
+    phase = g[f"{prefix}.phase"][t - 1] if main and t else np.zeros(N, np.float32)
+    feet = g[f"{prefix}.feet_phase"][t - 1] if main and t else np.zeros((N, 4), np.float32)
     return {
-        "command": jnp.asarray(g["step.commands"][t] if main else np.zeros((N, 3))),
-        "action": jnp.asarray(g["step.last_action_before"][t] if main else np.zeros((N, 12))),
+        "command": jnp.asarray(g[f"{prefix}.commands"][t] if main else np.zeros((N, 3))),
+        "action": jnp.asarray(g[f"{prefix}.last_action_before"][t] if main else np.zeros((N, 12))),
         "model": episode_model(_values(g, prefix, t)),
         "noise_key": jax.random.split(jax.random.PRNGKey(t), N),
         "phase": jnp.asarray(phase, jnp.float32),
@@ -345,6 +359,26 @@ def test_mjx_step_reproduces_the_recorded_physics(golden, task, post, episode_mo
     assert max(qpos_err) <= MJX_QPOS_TOL and max(qvel_err) <= MJX_QVEL_TOL
     assert np.median(qvel_err) <= MJX_QVEL_MEDIAN_TOL
     assert obs_err <= MJX_QVEL_TOL  # the joint velocities dominate
+    # The pushes: the carried rollout's pushed steps (the same program), with and without the
+    # recorded force. A push changes the base's linear velocity by force x 0.02 s / mass
+    # (about 3e-3 m/s at most): MJX's change of it must follow the recorded one far closer.
+    dv_err, effect = [], []
+    for t in np.flatnonzero(g["carry.push"]):
+        state = _state_before(g, "carry", t, episode_model)
+        qpos = jnp.asarray(g["carry.qpos_before"][t], jnp.float32)
+        qvel = jnp.asarray(g["carry.qvel_before"][t], jnp.float32)
+        action = jnp.asarray(g["carry.action"][t])
+        pushed = np.asarray(step(qpos, qvel, action, state).qvel)[:, :3]
+        free = {**state, "push_force": jnp.zeros_like(state["push_force"])}
+        unpushed = np.asarray(step(qpos, qvel, action, free).qvel)[:, :3]
+        dv_err += list(np.abs(pushed - g["carry.qvel_after"][t][:, :3]).max(axis=1))
+        effect += list(np.abs(pushed - unpushed).max(axis=1))
+    print(
+        f"MJX pushed steps: base linear velocity max error {max(dv_err):.2e} (median "
+        f"{np.median(dv_err):.2e}); the push's effect median {np.median(effect):.2e} "
+        f"(min {min(effect):.2e}, max {max(effect):.2e})"
+    )
+    assert max(dv_err) <= MJX_PUSH_TOL and np.median(effect) > 5 * MJX_PUSH_TOL
 
 
 def test_setconst_weights_match_mujoco(task, episode_model) -> None:
@@ -598,3 +632,310 @@ def test_push_force_distribution(golden, task) -> None:
     keys = jax.random.split(jax.random.PRNGKey(6), 8)
     off_schedule = jax.vmap(task.push_force)(keys, jnp.full(8, 5, jnp.int32))
     np.testing.assert_array_equal(off_schedule, 0.0)
+
+
+# --------------------------------------------------------------------- 7. carried rollout
+#: The recorded order of a reset's ``np.random.uniform`` draws (``carry_rng``; the initial
+#: reset's ``randint`` of staggered episode steps comes first and is overwritten by the preset).
+RESET_DRAWS = (
+    "xy_offset",
+    "yaw",
+    "base_qvel",
+    "command",
+    "base_mass_delta",
+    "com_offset_x",
+    "gravity",
+    "kp_multiplier",
+    "kd_multiplier",
+)
+#: Max abs difference of our carried rollout (C MuJoCo 3.17, float32 JAX) from the recorded
+#: one (mujoco-uni 3.8, float64 numpy) over its 40 steps x 8 envs, per golden key (without
+#: ``carry.``), 2-3x the measured value in the comment. One control step from the reference's
+#: own states differs by up to 2.65e-4 in qvel (MuJoCo 3.17 vs 3.8, module docstring); carried
+#: over the short episodes here the difference stays below 1e-3.
+CARRY_BOUNDS = {
+    "qpos_before": 2.5e-5,  # 9.4e-6
+    "qpos_after": 2.5e-5,  # 9.4e-6
+    "qvel_before": 2.5e-3,  # 9.4e-4
+    "qvel_after": 2.5e-3,  # 9.4e-4
+    "time_before": 1e-7,  # 0 (float32 sums of 0.02 on both sides)
+    "sensor.gyro": 2e-4,  # 7.5e-5
+    "sensor.local_linvel": 3e-5,  # 1.0e-5
+    "sensor.upvector": 5e-6,  # 2.0e-6
+    "sensor.feet_pos": 5e-6,  # 1.7e-6
+    "sensor.feet_contact_found": 0.0,  # 0
+    "obs": 2.5e-3,  # 9.4e-4 (joint velocities)
+    "critic": 2.5e-3,  # 9.4e-4
+    "obs_returned": 2.5e-3,  # 9.4e-4 (the rows not reset; the reset rows: below)
+    "critic_returned": 2.5e-3,  # 9.4e-4
+    "reward": 1e-5,  # 3.3e-6
+    "reward_sum_before_dt": 5e-4,  # 1.6e-4 (the reward / 0.02)
+    "reward.*": 1e-5,  # weighted terms: 3.3e-6 (ang_vel_xy), 1.5e-6 (lin_vel_z), < 3e-7 others
+    "reward_raw.ang_vel_xy": 5e-3,  # 1.6e-3 (|w_xy|^2 of a falling robot, up to ~200)
+    "reward_raw.*": 1e-4,  # 2.7e-5 (tracking_ang_vel), 1.6e-5, 1.5e-5, < 4e-6 others
+}
+#: Every ``carry.*`` key of the golden file is compared (CARRY_COMPARED, by the two carried
+#: rollout tests), fed in (CARRY_INPUTS) or named here with the reason it is not compared.
+CARRY_INPUTS = {
+    "carry.action": "the recorded actions drive the replay",
+    "carry.episode_steps_preset": "the episode counters the recorder preset after the first "
+    "reset (replacing its randint), so that every env truncates",
+}
+CARRY_NOT_COMPARED = {
+    "carry.reset_mask": "terminated | truncated, both compared",
+}
+
+
+def _carry_draws(g: dict, meta: dict) -> tuple[dict, dict]:
+    """The carried rollout's recorded draws by tag (``"init_state"``, ``"step<t>"``): reset
+    draws ``{tag: {RESET_DRAWS name: [K, ...]}}`` and push draws ``{t: [N, 3]}``."""
+    resets: dict[str, list] = {}
+    pushes: dict[int, np.ndarray] = {}
+    for i, call in enumerate(meta["carry_rollout"]["rng_calls"]):
+        tag, value = call["tag"], g[f"carry_rng.{i:04d}"]
+        if tag == "construct" or call["fn"] != "uniform":
+            continue
+        if call["low"] == -1.0 and call["high"] == 1.0 and call["shape"] == [N, 3]:
+            assert tag.startswith("step") and tag not in resets  # before the step's resets
+            pushes[int(tag[4:])] = value
+        else:
+            resets.setdefault(tag, []).append(value)
+    assert all(len(v) == len(RESET_DRAWS) for v in resets.values()), resets.keys()
+    return {t: dict(zip(RESET_DRAWS, v, strict=True)) for t, v in resets.items()}, pushes
+
+
+@pytest.fixture(scope="module")
+def carried(golden, c_physics):
+    """The recorded carried rollout replayed by our task on our C MuJoCo batch, carrying our
+    own state (``post_physics``, whose carry keeps the batch's gait clock and push counter and
+    starts every other task-state leaf afresh where an episode ended, as ``MujocoVecEnv``
+    runs it). Only what the reference draws at random is taken from the recording, in its
+    call order: each reset's pose, velocity, command and DR values, and each push's force.
+    Returns per key our values ``ours[key]`` ``[T, N, ...]`` (``init.*``: ``[N, ...]``;
+    ``reset_rows.*``: ``[K, ...]``), keyed as the golden file."""
+    from unilab_jax.envs.robots.go2_reward import reward_weights
+
+    g, meta = golden, json.loads(str(golden["meta_json"]))
+    cfg = meta["carry_rollout"]
+    task = Go2JoystickFlat(
+        Go2JoystickFlatConfig(noise_level=0.0, push_interval=cfg["push_interval"])
+    )
+    resets, pushes = _carry_draws(g, meta)
+    weights = reward_weights(task.config)
+    post = jax.jit(jax.vmap(lambda *a: post_physics(task, *a)[0].replace(physics=None, obs=None)))
+    control = jax.jit(jax.vmap(task.ctrl_from_action))
+    xfrc_fn = jax.jit(jax.vmap(task.xfrc_applied))
+    observe = jax.jit(jax.vmap(lambda d, s: observation_groups(task, d, s)))
+    terms_fn = jax.jit(jax.vmap(task.reward_terms))
+    is_push = jax.jit(jax.vmap(task.is_push_step))
+    read = jax.jit(jax.vmap(task.sensors))
+    base = task.model.body("base").id
+
+    def episodes(d: dict[str, np.ndarray]) -> tuple:
+        """Our reset builders on the recorded draws of K envs: qpos, qvel, command, model."""
+        f32 = {k: jnp.asarray(v, jnp.float32) for k, v in d.items()}
+        qpos, qvel = jax.vmap(task.initial_qpos_qvel)(
+            f32["xy_offset"], f32["yaw"], f32["base_qvel"]
+        )
+        draws = {
+            "base_mass_delta": f32["base_mass_delta"],
+            "com_offset_x": f32["com_offset_x"],
+            "gravity": f32["gravity"],
+            "kp_multiplier": f32["kp_multiplier"][:, 0],
+            "kd_multiplier": f32["kd_multiplier"][:, 0],
+        }
+        values = jax.vmap(task.randomised_values)(draws)
+        return qpos, qvel, f32["command"], jax.vmap(task.episode_model)(values)
+
+    def with_rows(state: dict, ids: np.ndarray, command, model) -> dict:
+        state = dict(state)
+        state["command"] = state["command"].at[ids].set(command)
+        state["model"] = jax.tree.map(lambda x, y: x.at[ids].set(y), state["model"], model)
+        return state
+
+    ours: dict[str, list] = {}
+
+    def put(key: str, value) -> None:
+        ours.setdefault(key, []).append(np.array(value))  # a copy: the batch's are views
+
+    keys = jax.random.split(jax.random.PRNGKey(0), N)  # noise off, resets and pushes recorded
+    # The first reset: our init_task_state, its random leaves replaced by the recorded draws.
+    state = jax.jit(jax.vmap(task.init_task_state))(keys)
+    qpos, qvel, command, model = episodes(resets["init_state"])
+    state = with_rows(state, np.arange(N), command, model)
+    c_physics.init(None, np.asarray(qpos, np.float64), np.asarray(qvel, np.float64), _host(model))
+    view = c_physics.view()
+    obs = observe(PhysicsView(view), state)
+    init = {
+        "init.qpos": c_physics.batch.qpos.copy(),
+        "init.qvel": c_physics.batch.qvel.copy(),
+        "init.commands": np.asarray(state["command"]),
+        "init_obs": np.asarray(obs["obs"]),
+        "init_critic": np.asarray(obs["critic"]),
+    }
+    step_count = np.asarray(g["carry.episode_steps_preset"], np.int32)
+    rows: dict[str, list] = {"t_env": [], "obs_next": [], "critic_next": []}
+    for t in range(len(g["carry.action"])):
+        # The push: our schedule on our carried counter, the recorded force draw.
+        pushed = np.asarray(is_push(state["step_counter"]))
+        assert pushed.all() == (t in pushes) and pushed.all() == pushed.any(), t
+        if t in pushes:
+            force = pushes[t] * np.asarray(task.config.push_max_force)
+            state["push_force"] = jnp.asarray(force, jnp.float32)
+        fields = _host(state["model"])
+        put("push", pushed.any())
+        put("xfrc_base", np.asarray(xfrc_fn(state))[:, base, :3])
+        put("step_counter_before", state["step_counter"][0])
+        put("steps_before", step_count)
+        put("commands", state["command"])
+        put("last_action_before", state["action"])
+        put("kp", fields["actuator_gainprm"][..., 0])
+        put("kd", -fields["actuator_biasprm"][..., 2])
+        put("base_mass", fields["body_mass"][:, base])
+        put("com", fields["body_ipos"][:, base])
+        put("gravity", fields["opt.gravity"])
+        put("qpos_before", c_physics.batch.qpos)
+        put("qvel_before", c_physics.batch.qvel)
+        put("time_before", c_physics.batch.time)
+        action = jnp.asarray(g["carry.action"][t])
+        ctrl = np.asarray(control(action, state))
+        put("ctrl", ctrl)
+        c_physics.step(ctrl, np.asarray(xfrc_fn(state)))
+        view = c_physics.view()
+        put("qpos_after", c_physics.batch.qpos)
+        put("qvel_after", c_physics.batch.qvel)
+        sensors = read(PhysicsView(view))
+        for name, mine in SENSOR_NAMES.items():
+            put(f"sensor.{name}", sensors[mine])
+        raw = terms_fn(PhysicsView(view), action, state)
+        out = post(PhysicsView(view), action, state, keys, jnp.asarray(step_count))
+        total = np.zeros(N, np.float32)
+        for name in REWARD_TERMS:
+            put(f"reward_raw.{name}", raw[name])
+            put(f"reward.{name}", out.metrics[f"reward/{name}"])
+            total += np.asarray(raw[name]) * np.float32(weights[name])
+        put("reward_sum_before_dt", total)
+        put("reward", out.reward)
+        put("terminated", out.terminated)
+        put("truncated", out.truncated)
+        put("steps_after", out.step_count)
+        put("obs", out.final_obs["obs"])
+        put("critic", out.final_obs["critic"])
+        put("phase", out.task_state["phase"])
+        put("feet_phase", out.task_state["feet_phase"])
+        state = dict(out.task_state)
+        done = np.flatnonzero(np.asarray(out.terminated | out.truncated))
+        returned = {k: np.array(v) for k, v in out.final_obs.items()}
+        if done.size:  # our reset (MujocoVecEnv._step's), the recorded draws
+            assert f"step{t}" in resets, (t, done)  # the reference reset at this step too
+            qpos, qvel, command, model = episodes(resets[f"step{t}"])
+            # The draws are for the envs the reference reset, in env order.
+            assert len(qpos) == len(done), (t, done)
+            state = with_rows(state, done, command, model)
+            c_physics.init(
+                done, np.asarray(qpos, np.float64), np.asarray(qvel, np.float64), _host(model)
+            )
+            c_physics.refresh_rows(view, done)
+            fresh = observe(PhysicsView(view), state)
+            for k in returned:
+                returned[k][done] = np.asarray(fresh[k])[done]
+            rows["t_env"] += [[t, e] for e in done]
+            rows["obs_next"].append(returned["obs"][done])
+            rows["critic_next"].append(returned["critic"][done])
+        put("obs_returned", returned["obs"])
+        put("critic_returned", returned["critic"])
+        step_count = np.asarray(out.step_count)
+    result = {f"carry.{k}": np.stack(v) for k, v in ours.items()}
+    result.update({f"carry.{k}": v for k, v in init.items()})
+    result["carry.reset_rows.t_env"] = np.asarray(rows["t_env"], np.int32)
+    for k in ("obs_next", "critic_next"):
+        result[f"carry.reset_rows.{k}"] = np.concatenate(rows[k])
+    return result
+
+
+#: Golden sensor names -> the task's.
+SENSOR_NAMES = {
+    "gyro": "gyro",
+    "local_linvel": "linvel",
+    "upvector": "upvector",
+    "feet_pos": "feet_pos",
+    "feet_contact_found": "feet_found",
+}
+#: Compared exactly (flags, counters, what our carry holds): key -> absolute tolerance
+#: (0: equal; float64 products of the reference's float32 draws round to 1 float32 ulp).
+CARRY_EXACT = {
+    "carry.terminated": 0,
+    "carry.truncated": 0,
+    "carry.steps_before": 0,
+    "carry.steps_after": 0,
+    "carry.step_counter_before": 0,
+    "carry.push": 0,
+    "carry.reset_rows.t_env": 0,
+    "carry.commands": 0,
+    "carry.init.commands": 0,
+    "carry.last_action_before": 0,
+    "carry.phase": 0,
+    "carry.feet_phase": 0,
+    "carry.ctrl": 1e-6,
+    "carry.xfrc_base": 1e-7,
+    "carry.kp": 4e-6,
+    "carry.kd": 1e-7,
+    "carry.base_mass": 1e-6,
+    "carry.com": 1e-8,
+    "carry.gravity": 1e-6,
+    "carry.init.qpos": 3e-7,
+    "carry.init.qvel": 1e-7,
+    "carry.init_obs": 1e-5,
+    "carry.init_critic": 1e-5,
+    "carry.reset_rows.obs_next": 1e-5,
+    "carry.reset_rows.critic_next": 1e-5,
+}
+
+
+def _carry_bound(key: str) -> float:
+    name = key[len("carry.") :]
+    if name in CARRY_BOUNDS:
+        return CARRY_BOUNDS[name]
+    return CARRY_BOUNDS[name.split(".")[0] + ".*"]
+
+
+def test_carried_rollout_through_resets_follows_the_reference(golden, carried) -> None:
+    """Our task on our C MuJoCo, carrying its own state through 40 steps in which every env
+    ends and restarts (10 resets: 7 truncations, 3 falls) and 6 pushes land: physics, sensors,
+    observations (those returned after a reset included), the reward and every reward term,
+    raw and weighted, within :data:`CARRY_BOUNDS`."""
+    g = golden
+    ended = g["carry.terminated"] | g["carry.truncated"]
+    assert ended.any(axis=0).all() and ended.sum() == len(g["carry.reset_rows.t_env"]) == 10
+    assert g["carry.push"].sum() == 6
+    keys = {k for k in g if k.startswith("carry.")}
+    handled = set(CARRY_EXACT) | set(CARRY_INPUTS) | set(CARRY_NOT_COMPARED)
+    approx = sorted(keys - handled)
+    assert set(approx) <= set(carried), sorted(set(approx) - set(carried))
+    shapes = {k: (carried[k].shape, g[k].shape) for k in approx}
+    assert all(a == b for a, b in shapes.values()), shapes
+    worst = {}
+    for key in approx:
+        ours, ref = np.asarray(carried[key], np.float64), np.asarray(g[key], np.float64)
+        worst[key] = float(np.abs(ours - ref).max())
+    print("carried rollout, max abs:", {k[6:]: f"{v:.1e}" for k, v in worst.items()})
+    for key, err in worst.items():
+        assert err <= _carry_bound(key), (key, err, _carry_bound(key))
+
+
+def test_carried_rollout_ends_restarts_and_carries_as_the_reference(golden, carried) -> None:
+    """Ends, restarts, episode counters, the push schedule and forces, commands, last actions,
+    gait clock, DR values and the reset states and observations of our carried state: the
+    reference's, exactly where both compute in float32, to its rounding where in float64."""
+    g = golden
+    for key, atol in CARRY_EXACT.items():
+        ours, ref = np.asarray(carried[key]), np.asarray(g[key])
+        assert ours.shape == ref.shape, (key, ours.shape, ref.shape)
+        if atol == 0:
+            np.testing.assert_array_equal(ours, ref.astype(ours.dtype), err_msg=key)
+        else:
+            np.testing.assert_allclose(ours, ref, rtol=0, atol=atol, err_msg=key)
+    # An ended episode's last action is not carried into the next: the reset rows show 0.
+    done = g["carry.reset_mask"]
+    assert np.array_equal(done, g["carry.terminated"] | g["carry.truncated"])
+    np.testing.assert_array_equal(carried["carry.last_action_before"][1:][done[:-1]], 0.0)

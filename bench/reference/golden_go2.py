@@ -48,6 +48,15 @@ PUSH_INTERVAL_SHORT = 4
 TRUNCATE_ENV = 5  # main rollout: this env's episode counter is preset so it truncates
 TRUNCATE_AT_STEP = 30  # ... at this 0-based rollout step
 FALL_ENVS = (6, 7)  # main rollout: these envs get large actions so that they fall over
+# The carried rollout (carry.*): replayed by the tests with their own state through automatic
+# resets. Every env's episode counter is preset so that it truncates at its step of
+# CARRY_TRUNCATE_AT (the fall envs may terminate first); pushes every PUSH_INTERVAL_CARRY steps.
+SEED_CARRY = 4
+ACTION_SEED_CARRY = 4321
+N_CARRY = 8
+T_CARRY = 40
+PUSH_INTERVAL_CARRY = 7
+CARRY_TRUNCATE_AT = (4, 8, 12, 16, 20, 24, 28, 32)
 MODEL_FIELDS = (
     "body_mass",
     "body_ipos",
@@ -275,6 +284,7 @@ def _rollout(
     out: dict[str, np.ndarray],
     *,
     preset_steps: dict[int, int] | None = None,
+    on_step: Any = None,
 ) -> dict[str, Any]:
     env = rec.env
     nq = rec.model.nq
@@ -288,6 +298,8 @@ def _rollout(
     noise_per_step: list[list[dict[str, Any]]] = []
     scales = env._reward_cfg.scales
     for t in range(actions.shape[0]):
+        if on_step is not None:
+            on_step(t)
         row: dict[str, Any] = {
             "commands": state.info["commands"].copy(),
             "last_action_before": state.info["current_actions"].copy(),
@@ -506,6 +518,78 @@ def _record_push(out: dict[str, np.ndarray]) -> dict[str, Any]:
     return {"T": T_PUSH, "N": N_PUSH, "push_interval": PUSH_INTERVAL_SHORT}
 
 
+def _record_carry(out: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A rollout through automatic resets (every env at least once) with pushes, and every
+    ``np.random`` call the reference makes in it (``carry_rng.<i>`` in call order, described in
+    the meta's ``carry_rollout.rng_calls``), so that a test can replay it carrying its own
+    state: the initial reset, every automatic reset and every push force from those draws."""
+    from golden_g1 import RngLog  # bench/reference/golden_g1.py: np.random.uniform/randint
+
+    np.random.seed(SEED_CARRY)
+    with RngLog() as rng_log:
+        rng_log.tag = "construct"
+        rec = Recorder(
+            N_CARRY,
+            SEED_CARRY,
+            {
+                "noise_config": {"level": 0.0},
+                "domain_rand": {"push_interval": PUSH_INTERVAL_CARRY},
+            },
+        )
+        rng_log.tag = "init_state"
+        max_steps = rec.env.cfg.max_episode_steps
+        preset = {e: max_steps - (t + 1) for e, t in enumerate(CARRY_TRUNCATE_AT)}
+
+        def on_step(t: int) -> None:
+            rng_log.tag = f"step{t}"
+
+        rng = np.random.default_rng(ACTION_SEED_CARRY)
+        actions = np.clip(0.5 * rng.standard_normal((T_CARRY, N_CARRY, 12)), -1.0, 1.0)
+        for i in FALL_ENVS:
+            sign = np.where((np.arange(T_CARRY) // 6) % 2 == 0, 1.0, -1.0)[:, None]
+            pattern = np.array([1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1], np.float64)
+            if i == FALL_ENVS[1]:
+                pattern = np.array([1, 1, -1, 1, 1, -1, 1, 1, -1, 1, 1, -1], np.float64)
+            actions[:, i, :] = sign * pattern[None, :]
+        actions = actions.astype(np.float32)
+        res = _rollout(rec, actions, "carry", out, preset_steps=preset, on_step=on_step)
+    assert res["init_resets"] == 1
+    ended = out["carry.terminated"] | out["carry.truncated"]
+    assert ended.any(axis=0).all(), "an env did not reset in the carried rollout"
+    assert out["carry.push"].sum() >= 4, "too few pushes in the carried rollout"
+    init = rec._set_state_records[0]
+    out["carry.init.qpos"] = init["qpos"].astype(np.float64)
+    out["carry.init.qvel"] = init["qvel"].astype(np.float64)
+    out["carry.init.commands"] = rec.reset_log[0]["commands"]
+    out["carry.episode_steps_preset"] = np.array([preset[e] for e in range(N_CARRY)], np.int64)
+    t_env = np.argwhere(ended)
+    out["carry.reset_rows.t_env"] = t_env.astype(np.int32)
+    out["carry.reset_rows.obs_next"] = out["carry.obs_returned"][ended]
+    out["carry.reset_rows.critic_next"] = out["carry.critic_returned"][ended]
+    for i, v in enumerate(rng_log.values):
+        out[f"carry_rng.{i:04d}"] = v
+    # Self-check of the logged draws: each automatic reset's draws reproduce its state.
+    auto = rec.reset_log[1:]
+    assert len(auto) == len(np.unique(t_env[:, 0]))
+    return {
+        "num_envs": N_CARRY,
+        "steps": T_CARRY,
+        "seed": SEED_CARRY,
+        "action_seed": ACTION_SEED_CARRY,
+        "actions": "clip(0.5*N(0,1),-1,1) float32 from default_rng(action_seed); envs "
+        f"{list(FALL_ENVS)} get +-1 bang-bang patterns (sign flips every 6 steps) to fall",
+        "noise_level": 0.0,
+        "push_interval": PUSH_INTERVAL_CARRY,
+        "truncate_at": list(CARRY_TRUNCATE_AT),
+        "episode_steps_preset": [preset[e] for e in range(N_CARRY)],
+        "rng_calls": rng_log.calls,
+        "terminations": [[int(t), int(e)] for t, e in np.argwhere(out["carry.terminated"])],
+        "truncations": [[int(t), int(e)] for t, e in np.argwhere(out["carry.truncated"])],
+        "pushed_steps": np.flatnonzero(out["carry.push"]).tolist(),
+        "resets_per_env": ended.sum(axis=0).tolist(),
+    }
+
+
 def _main_actions() -> np.ndarray:
     rng = np.random.default_rng(ACTION_SEED)
     a = np.clip(0.5 * rng.standard_normal((T_MAIN, N_MAIN, 12)), -1.0, 1.0)
@@ -598,6 +682,7 @@ def main() -> None:
     noise_meta = _record_noise(out)
     reset_meta = _record_resets(out)
     push_meta = _record_push(out)
+    carry_meta = _record_carry(out)
 
     cfg = env.cfg
     dr = cfg.domain_rand
@@ -687,6 +772,7 @@ def main() -> None:
         "noise_rollout": {**noise_meta, "seed": SEED_NOISE, "action_seed": ACTION_SEED + 1},
         "resets": {**reset_meta, "seed": SEED_RESETS},
         "push_rollout": {**push_meta, "seed": SEED_PUSH, "actions": "zeros"},
+        "carry_rollout": carry_meta,
         "qacc_warmstart_available": False,
         "qacc_warmstart_note": "mujoco-uni BatchEnvPool.step is called without initial_warmstart: "
         "every control step starts from qacc_warmstart = 0 (checked: pool.step == 2x mj_step "
