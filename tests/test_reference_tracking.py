@@ -46,7 +46,9 @@ through ``MjSpec.to_xml``, which writes 6 digits: capsules given by ``fromto`` m
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -95,7 +97,9 @@ def _cut_clip(start: int, stop: int, shift: tuple[float, float, float]) -> Path:
     clips = load_motion_clips(DEFAULT_MOTION_FILE, model)
     keys = ("joint_pos", "joint_vel", "body_pos_w", "body_quat_w", "body_lin_vel_w",
             "body_ang_vel_w")  # fmt: skip
-    path = Path(tempfile.mkdtemp(prefix="unilab_jax_clip_")) / f"clip_{start}_{stop}.npz"
+    folder = Path(tempfile.mkdtemp(prefix="unilab_jax_clip_"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # nothing left in /tmp
+    path = folder / f"clip_{start}_{stop}.npz"
     arrays = {k: getattr(clips, k)[start:stop].copy() for k in keys}
     arrays["body_pos_w"][:, 1:] += np.asarray(shift, np.float32)  # row 0 is the world
     np.savez(path, fps=np.array([clips.fps], np.int32), **arrays)
