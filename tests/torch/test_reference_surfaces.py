@@ -311,11 +311,12 @@ def test_obs_stats_take_the_references_context_and_one_tuple():
     spawned.close()
 
 
-class _StubRunner(AsyncRunner):
-    """The reference test's minimal subclass (its abstract methods)."""
+class _MinimalRunner(AsyncRunner):
+    """The smallest concrete runner: the abstract methods a subclass must give, doing nothing,
+    so the base class's own constructor, close and collector start are what is tested."""
 
     def _get_default_device(self) -> str:
-        return "stub-device"
+        return "default-device"
 
     def _build_learner(self) -> Any:
         return None
@@ -327,18 +328,18 @@ class _StubRunner(AsyncRunner):
         pass
 
 
-def stub_runner(**kwargs: Any) -> _StubRunner:
-    return _StubRunner(env_name="DummyEnv", env_cfg_overrides={}, rl_cfg={"gamma": 0.99},
+def minimal_runner(**kwargs: Any) -> _MinimalRunner:
+    return _MinimalRunner(env_name="DummyEnv", env_cfg_overrides={}, rl_cfg={"gamma": 0.99},
                        **kwargs)  # fmt: skip
 
 
 def test_async_runner_takes_the_references_arguments():
-    r = stub_runner()
+    r = minimal_runner()
     assert (r.env_name, r.env_cfg_overrides, r.rl_cfg) == ("DummyEnv", {}, {"gamma": 0.99})
-    assert r.device == r.collector_device == "stub-device"  # _get_default_device()
+    assert r.device == r.collector_device == "default-device"  # _get_default_device()
     assert (r.sim_backend, r.num_envs) == ("mujoco", 4096)
     assert r._shared_resources == [] and r._collector_process is None
-    r = stub_runner(device="cpu", collector_device="cpu", sim_backend="motrix", num_envs=64)
+    r = minimal_runner(device="cpu", collector_device="cpu", sim_backend="motrix", num_envs=64)
     assert (r.device, r.collector_device, r.sim_backend, r.num_envs) == ("cpu", "cpu", "motrix", 64)
     r.close()
     r.close()  # idempotent, with no collector
@@ -349,7 +350,7 @@ def test_async_runner_close_releases_resources_appended_directly():
     ``cleanup``: their segments leave ``/dev/shm``) and a statistics queue (by ``close``)."""
     from pathlib import Path
 
-    r = stub_runner()
+    r = minimal_runner()
     blocks = [SharedWeightSync({"w": (3,)}) for _ in range(2)]
     stats = SharedObsNormStats(SPAWN)
     r._shared_resources.extend([*blocks, stats])
@@ -366,7 +367,7 @@ def _report_kwargs(stop_event: Any, report_queue: Any, token: str, sim_backend: 
 
 
 def test_async_runner_starts_a_collector_with_the_stop_event_among_its_kwargs():
-    r = stub_runner(sim_backend="motrix")
+    r = minimal_runner(sim_backend="motrix")
     report_queue = SPAWN.Queue()
     try:
         r._start_collector(

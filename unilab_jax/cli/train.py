@@ -189,16 +189,14 @@ def _recorded_settings(resume: str | None) -> str | None:
     without one, whose settings come from the options and the preset as for a new run)."""
     if not resume:
         return None
-    run = Path(resume)
-    run = run.parent if run.name == "checkpoints" else run
-    path = run / "run_config.json"
+    path = _resumed_run(resume) / "run_config.json"
     return str(path) if path.is_file() else None
 
 
-def _resumed_run(resume: str) -> str:
-    """The log dir of the run ``--resume`` names (it may name its ``checkpoints/``)."""
-    run = Path(resume)
-    return str(run.parent if run.name == "checkpoints" else run)
+def _resumed_run(resume: str) -> Path:
+    """The log dir of the run ``--resume`` names (its log dir or its ``checkpoints/``): the
+    parent of the checkpoint folder ``checkpoint_folder`` finds there."""
+    return checkpoint_folder(resume, "--resume").parent
 
 
 def _json_or_text(value: str):
@@ -256,7 +254,7 @@ def _main(argv: list[str]) -> int:
 
         wandb = {k.removeprefix("wandb_"): v for k, v in values(run).items() if k[:6] == "wandb_"}
         # --resume alone writes on into the run it continues (--log-dir elsewhere: a new one).
-        log_dir = run.log_dir or (_resumed_run(run.resume) if run.resume else True)
+        log_dir = run.log_dir or (str(_resumed_run(run.resume)) if run.resume else True)
         result = train(config, algo, log_dir=log_dir, logger=run.logger, wandb=wandb,
                        quiet=run.quiet, resume=run.resume, resume_step=run.resume_step)  # fmt: skip
     except ResumeError as err:
