@@ -403,7 +403,9 @@ def _reset_draws(golden: dict, meta: dict) -> dict[str, dict[str, np.ndarray]]:
 def _episodes_from_draws(task, draws: dict[str, np.ndarray], carry: dict) -> tuple:
     """Fresh episodes from recorded draws through the task's reset builders (``g1_reset.py``,
     with our model's keyframe and gains): ``(qpos, qvel, task_state)`` ``[K, ...]``;
-    ``carry``: the task state ``[K, ...]`` to start from (its curriculum is kept)."""
+    ``carry``: the task state ``[K, ...]`` to start from, which gives every leaf the reference
+    does not draw (at an automatic reset ``post_physics``'s carry, already the fresh episode's
+    where one ended: its last action, its curriculum); only the drawn leaves are replaced."""
     from unilab_jax.envs.robots.g1_reset import (
         actuator_gains,
         commands_from_draw,
@@ -423,7 +425,6 @@ def _episodes_from_draws(task, draws: dict[str, np.ndarray], carry: dict) -> tup
         **carry,
         "command": commands_from_draw(d["command"], task.config.min_command_speed),
         "gait_phase": gait_phase_from_draw(d["phase"]),
-        "last_action": jnp.zeros_like(carry["last_action"]),
         "model": jax.vmap(lambda kp, kd: actuator_gains(gain, bias, kp, kd))(
             d["kp"][:, 0], d["kd"][:, 0]
         ),
@@ -504,6 +505,7 @@ def _replay(rec: Recorded) -> Replay:
                 ("kp", state["model"]["actuator_gainprm"][:, :, 0]),
                 ("kd", -state["model"]["actuator_biasprm"][:, :, 2]),
                 ("curriculum_scale_used", state["penalty_scale"][0]),
+                ("last_action_before", state["last_action"]),
             ):
                 ours.setdefault(name, []).append(np.asarray(value))
             action = jnp.asarray(g["step.action"][t])
@@ -597,6 +599,12 @@ def test_carried_rollout_ends_restarts_and_carries_as_the_reference(recorded, re
     for name in ("kp", "kd"):  # float64 products there
         np.testing.assert_allclose(ours[name], g[f"step.{name}"], rtol=2e-7, err_msg=name)
     np.testing.assert_array_equal(ours["curriculum_scale_used"], g["step.curriculum_scale_used"])
+    # The last action our carry holds: the recorded one before, 0 at an episode's first step
+    # (an ended episode's action is not carried into the next; the reference zeroes it).
+    ended = g["step.terminated"] | g["step.truncated"]
+    previous = np.where(ended[:-1, :, None], 0.0, g["step.action"][:-1])
+    np.testing.assert_array_equal(ours["last_action_before"][0], 0.0)
+    np.testing.assert_array_equal(ours["last_action_before"][1:], previous)
     np.testing.assert_allclose(ours["curriculum_scale"], g["step.curriculum_scale"], rtol=1e-6)
     np.testing.assert_allclose(
         ours["curriculum_avg_length"], g["step.curriculum_avg_length"], rtol=1e-6

@@ -19,7 +19,8 @@ actions) through automatic resets, every env ending at least once, recorded by
   draws too), its one-step action latency and 5-step observation history.
 
 The replay here drives OUR task from the recorded initial state with the recorded actions on
-our C MuJoCo physics, carrying its own physics and task state from step to step; the
+our C MuJoCo physics, carrying its own physics and task state from step to step (what crosses
+a reset is the pipeline's ``next_episode``, the rule ``post_physics`` applies); the
 reference's random draws (observation noise, the sampler's draws in each mode, the reset noise)
 are fed to the task's pure functions in the reference's call order. Every recorded key is
 compared: the compiled model, the env's resolved config, the clip as loaded, controls, the
@@ -63,6 +64,7 @@ from unilab_jax.envs.motion.sampler import adaptive_frame, bin_probabilities, mi
 from unilab_jax.envs.motion.tracking import G1MotionTracking
 from unilab_jax.envs.motion.tracking_obs import G1WBTObs
 from unilab_jax.envs.mujoco_backend import MujocoBatchPhysics, PhysicsView, trace_task
+from unilab_jax.envs.pipeline import next_episode
 from unilab_jax.envs.registry import make_task
 
 GOLDEN_DIR = Path(__file__).parent / "golden" / "reference"
@@ -214,6 +216,11 @@ def replay(name: str) -> dict[str, np.ndarray]:
     ctrl_of = jax.jit(vmap(task.ctrl_from_action))
     reference_state = jax.jit(vmap(task.reference_state))
     batch_update = jax.jit(lambda ts, term, trunc: task.update_batch(ts, term, trunc, None))
+    # What crosses a reset is the pipeline's rule (post_physics's): every row's next episode
+    # from the carry, of which only the rows that ended are taken and on which the reference's
+    # draws (frames, reset noise, randomisation) are laid.
+    next_state = jax.jit(vmap(lambda k, ts: next_episode(task, k, ts)[2]))
+    reset_keys = jax.random.split(jax.random.PRNGKey(1), n)  # its draws are replaced
 
     out: dict[str, list] = {}
 
@@ -312,12 +319,10 @@ def replay(name: str) -> dict[str, np.ndarray]:
                 push("reset.p_reference", np.broadcast_to(r["p_reference"], (done.size, task.bins)))
             fresh = r["frame"]
             qpos, qvel = reference_state(fresh, r["pose"], r["vel"], r["joints"])
-            ts = {**ts}
-            for key in ("frame", "obs_frame", "tracked_frame"):
-                ts[key] = ts[key].at[done].set(fresh)
-            ts["last_action"] = ts["last_action"].at[done].set(0.0)
-            ts["clip_end"] = ts["clip_end"].at[done].set(task.num_frames - 1)
-            sub = start(jax.tree.map(lambda v, done=done: v[done], ts), r, qvel)
+            sub = jax.tree.map(lambda v, done=done: v[done], next_state(reset_keys, ts))
+            frames = jnp.asarray(fresh, jnp.int32)
+            sub = {**sub, "frame": frames, "obs_frame": frames, "tracked_frame": frames}
+            sub = start(sub, r, qvel)
             qpos, qvel = np.asarray(qpos, np.float64), np.asarray(qvel, np.float64)
             physics.init(done, qpos, qvel, params(sub))
             push("reset.frame", fresh)

@@ -3,7 +3,8 @@
 :func:`draw_initial_conditions` (the random part of a reset), :func:`observation_groups` and
 :func:`reward_metrics` (a task's observation and reward components in the form every backend
 returns), :func:`reset_observation` (a fresh episode's first observation and task state),
-:func:`post_physics` (everything after the physics of a control step), and the two
+:func:`post_physics` (everything after the physics of a control step) with
+:func:`next_episode` (what crosses an automatic reset), and the two
 end pieces every env's ``step`` shares, adapters included: :func:`time_limit` and
 :func:`auto_reset` (with :func:`where_done`, their per-leaf select). All are pure JAX
 functions of one env, called under ``vmap``. The order in which a control step runs them is
@@ -28,6 +29,7 @@ __all__ = [
     "auto_reset",
     "draw_initial_conditions",
     "finish_batch",
+    "next_episode",
     "observation_groups",
     "post_physics",
     "reset_observation",
@@ -231,11 +233,22 @@ def post_physics(
         episode_length=task.episode_length,
         ended=ended,
     )
-    carried = {k: state.task_state[k] for k in task.persistent_state}
-    qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, k_reset, carried)
-    task_state0 = {**task_state0, **carried}
+    qpos0, qvel0, task_state0 = next_episode(task, k_reset, state.task_state)
     state = state.replace(task_state=where_done(state.done, task_state0, state.task_state))
     return state, (qpos0, qvel0)
+
+
+def next_episode(
+    task: Task, key: jax.Array, task_state: dict[str, jax.Array]
+) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
+    """The episode an env starts should its current one have ended: the reset draw's
+    ``(qpos, qvel)`` and task state, whose :attr:`Task.persistent_state` leaves are carried
+    from ``task_state`` and every other leaf is the fresh episode's (its last action, its
+    clocks). The one rule of what crosses an automatic reset, for every backend (and the
+    golden replays, which feed the reference's draws on top of it)."""
+    carried = {k: task_state[k] for k in task.persistent_state}
+    qpos0, qvel0, task_state0, _ = draw_initial_conditions(task, key, carried)
+    return qpos0, qvel0, {**task_state0, **carried}
 
 
 def finish_batch(task: Task, before: EnvState, after: EnvState) -> EnvState:
