@@ -320,6 +320,8 @@ def replay(name: str) -> dict[str, np.ndarray]:
             fresh = r["frame"]
             qpos, qvel = reference_state(fresh, r["pose"], r["vel"], r["joints"])
             sub = jax.tree.map(lambda v, done=done: v[done], next_state(reset_keys, ts))
+            # (clip_end stays next_episode's: every recording here is of one clip, whose end is
+            # the same for any frame drawn; a several-clip recording would lay it on too.)
             frames = jnp.asarray(fresh, jnp.int32)
             sub = {**sub, "frame": frames, "obs_frame": frames, "tracked_frame": frames}
             sub = start(sub, r, qvel)
