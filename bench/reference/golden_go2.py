@@ -543,15 +543,7 @@ def _record_carry(out: dict[str, np.ndarray]) -> dict[str, Any]:
         def on_step(t: int) -> None:
             rng_log.tag = f"step{t}"
 
-        rng = np.random.default_rng(ACTION_SEED_CARRY)
-        actions = np.clip(0.5 * rng.standard_normal((T_CARRY, N_CARRY, 12)), -1.0, 1.0)
-        for i in FALL_ENVS:
-            sign = np.where((np.arange(T_CARRY) // 6) % 2 == 0, 1.0, -1.0)[:, None]
-            pattern = np.array([1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1], np.float64)
-            if i == FALL_ENVS[1]:
-                pattern = np.array([1, 1, -1, 1, 1, -1, 1, 1, -1, 1, 1, -1], np.float64)
-            actions[:, i, :] = sign * pattern[None, :]
-        actions = actions.astype(np.float32)
+        actions = _recorded_actions(ACTION_SEED_CARRY, T_CARRY, N_CARRY)
         res = _rollout(rec, actions, "carry", out, preset_steps=preset, on_step=on_step)
     assert res["init_resets"] == 1
     ended = out["carry.terminated"] | out["carry.truncated"]
@@ -590,16 +582,18 @@ def _record_carry(out: dict[str, np.ndarray]) -> dict[str, Any]:
     }
 
 
-def _main_actions() -> np.ndarray:
-    rng = np.random.default_rng(ACTION_SEED)
-    a = np.clip(0.5 * rng.standard_normal((T_MAIN, N_MAIN, 12)), -1.0, 1.0)
+def _recorded_actions(seed: int, steps: int, envs: int) -> np.ndarray:
+    """A rollout's actions ``[steps, envs, 12]``: clip(0.5 N(0, 1), -1, 1) from ``seed``, and
+    for :data:`FALL_ENVS` large alternating actions (a bang-bang roll on all legs, the sign
+    flipping every 6 steps) so the robot tips over."""
+    rng = np.random.default_rng(seed)
+    a = np.clip(0.5 * rng.standard_normal((steps, envs, 12)), -1.0, 1.0)
     for i in FALL_ENVS:
-        # Large alternating actions (a bang-bang roll on all legs) so the robot tips over.
-        sign = np.where((np.arange(T_MAIN) // 6) % 2 == 0, 1.0, -1.0)[:, None]
+        sign = np.where((np.arange(steps) // 6) % 2 == 0, 1.0, -1.0)[:, None]
         pattern = np.array([1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1], np.float64)
         if i == FALL_ENVS[1]:
             pattern = np.array([1, 1, -1, 1, 1, -1, 1, 1, -1, 1, 1, -1], np.float64)
-        a[:, i, :] = np.clip(sign * pattern[None, :], -1.0, 1.0)
+        a[:, i, :] = sign * pattern[None, :]
     return a.astype(np.float32)
 
 
@@ -624,7 +618,7 @@ def main() -> None:
     out["model.key_qpos"] = np.asarray(m.key_qpos[key_id]).copy()
     out["model.default_angles"] = np.asarray(env.default_angles).copy()
 
-    actions = _main_actions()
+    actions = _recorded_actions(ACTION_SEED, T_MAIN, N_MAIN)
     steps_preset = env.cfg.max_episode_steps - (TRUNCATE_AT_STEP + 1)
     res = _rollout(rec, actions, "step", out, preset_steps={TRUNCATE_ENV: steps_preset})
     term = out["step.terminated"]
