@@ -218,6 +218,11 @@ class TrainConfig:
                                     or threads <= 0):  # fmt: skip
             raise ConfigError(f"physics_threads must be a positive integer, got {threads!r}")
         if self.physics == "mjx":
+            from unilab_jax.envs.registry import mjx_refusal  # the task's class, not built
+
+            refusal = mjx_refusal(self.env)
+            if refusal is not None:
+                raise ConfigError(refusal)
             if self.collection != "sync":
                 raise ConfigError(
                     f"collection {self.collection!r} needs physics 'mujoco' (MJX collects inside "

@@ -25,6 +25,7 @@ from unilab_jax.envs.base import (
 )
 from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
+from unilab_jax.envs.manipulation.sharpa import SharpaInhandConfig, SharpaInhandRotation
 from unilab_jax.envs.motion.flip import FLIP, WALL_FLIP, G1FlipTracking
 from unilab_jax.envs.motion.tracking import G1MotionTracking, TrackingConfig
 from unilab_jax.envs.motion.tracking_obs import G1WBTObs, WBTObsConfig
@@ -32,6 +33,7 @@ from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig, G1WalkRough
 from unilab_jax.envs.robots.go2 import Go2JoystickFlat, Go2JoystickFlatConfig
 from unilab_jax.envs.robots.quadruped import Go1JoystickFlat, Go1JoystickFlatConfig
+from unilab_jax.errors import ConfigError
 
 __all__ = [
     "UnknownEnvError",
@@ -40,6 +42,8 @@ __all__ = [
     "load",
     "make_task",
     "mirrored_names",
+    "mjx_refusal",
+    "refuse_mjx",
     "register",
     "registered_names",
     "task_family",
@@ -116,6 +120,27 @@ def task_family(name: str) -> str | None:
     return entry.family if entry is not None else None
 
 
+def mjx_refusal(name: str) -> str | None:
+    """Why MJX cannot run the registered task ``name``, as the one line every MJX entry point
+    raises (``Task.mjx_unsupported``, read from the class: nothing is built); None: it can, or
+    ``name`` is not a registered task."""
+    entry = _REGISTRY.get(name)
+    if entry is None or not (isinstance(entry.factory, type) and issubclass(entry.factory, Task)):
+        return None
+    reason = entry.factory.mjx_unsupported
+    if reason is None:
+        return None
+    return f'{name} runs on C MuJoCo only: {reason}; use physics="mujoco"'
+
+
+def refuse_mjx(name: str) -> None:
+    """Raise :class:`~unilab_jax.errors.ConfigError` with :func:`mjx_refusal`'s line when MJX
+    cannot run ``name``."""
+    refusal = mjx_refusal(name)
+    if refusal is not None:
+        raise ConfigError(refusal)
+
+
 def default_config(name: str) -> Any:
     """The default config of a registered environment."""
     return _entry(name).default_config
@@ -136,6 +161,7 @@ def load(name: str, config_override: Mapping[str, Any] | None = None) -> Functio
     """
     if name.startswith(ADAPTER_PREFIXES):
         return load_adapter(name, config_override)
+    refuse_mjx(name)  # before the task is built (a C MuJoCo-only task)
     return Env(make_task(name, config_override), name=name)
 
 
@@ -150,3 +176,4 @@ register("G1MotionTrackingSAC", G1MotionTracking, TrackingConfig(), family="trac
 register("G1FlipTrackingSAC", G1FlipTracking, FLIP, family="tracking")
 register("G1WallFlipTrackingSAC", G1FlipTracking, WALL_FLIP, family="tracking")
 register("G1WBTObs", G1WBTObs, WBTObsConfig(), family="tracking")
+register("SharpaInhandRotation", SharpaInhandRotation, SharpaInhandConfig(), family="inhand")
