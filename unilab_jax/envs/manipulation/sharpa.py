@@ -27,7 +27,7 @@ numbers are :class:`~unilab_jax.envs.manipulation.sharpa_config.SharpaInhandConf
   tactile 0, own joint noise). "critic" (156) = "obs" + 9 privileged values: the object's
   position minus the anchor (the scene's home object position), the friction multiplier, the
   object's mass, its centre-of-mass offset (3), its scale; clipped to +-5. Mass, offset and scale
-  read 0 when not randomised (a single scale), as there.
+  read 0 when not randomised (a one-entry ``scale_list``), as there.
 * **Reward** (x 0.05), in this order: ``rotate`` 2.5 (angular velocity about z, clipped to
   +-0.5 rad/s), ``obj_linvel`` -0.3, ``pose_diff`` -0.4 (from the sharpa-rl-lab default pose),
   ``torque`` -0.1, ``work`` -0.5, ``object_pos`` 0.003 (``1 / (distance to the anchor +
@@ -288,7 +288,7 @@ class SharpaInhandRotation(Task):
             values = values.at[layout["mass"]].set(draws["mass"])
         if cfg.randomize_com:
             values = values.at[layout["com"]].set(draws["com_offset"])
-        if len(set(cfg.scale_list)) > 1:
+        if len(cfg.scale_list) > 1:  # the reference: more than one scale, or unequal ones
             values = values.at[layout["scale"]].set(self._scales[scale_id])
         return values
 
