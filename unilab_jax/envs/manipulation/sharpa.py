@@ -117,13 +117,14 @@ class SharpaInhandRotation(Task):
         model = build_sharpa_model(cfg)
         super().__init__(cfg, model)
         # The grasps of every scale (the reference's cache files), unless given (tests, tools).
-        self.grasps = grasps or load_grasp_caches(cfg.grasp_cache_path, cfg.scale_list)
-        if len(self.grasps.counts) != len(cfg.scale_list):
-            raise ValueError(
-                f"{len(self.grasps.counts)} grasp caches for {len(cfg.scale_list)} scales"
-            )
-        self._rows = jnp.asarray(self.grasps.rows)
-        self._counts = jnp.asarray(self.grasps.counts)
+        self.grasps = grasps if grasps is not None else self.load_grasps(cfg)
+        if self.grasps is not None:
+            if len(self.grasps.counts) != len(cfg.scale_list):
+                raise ValueError(
+                    f"{len(self.grasps.counts)} grasp caches for {len(cfg.scale_list)} scales"
+                )
+            self._rows = jnp.asarray(self.grasps.rows)
+            self._counts = jnp.asarray(self.grasps.counts)
         slices = sensor_slices(model)
         missing = [s for s in cfg.tactile_sensors if s not in slices]
         if missing:
@@ -153,6 +154,10 @@ class SharpaInhandRotation(Task):
         self._weights = dict(cfg.reward_weights)
         self._layout = sharpa_observation.privileged_layout(cfg)
         self._privileged_size = max(s.stop for s in self._layout.values())
+
+    def load_grasps(self, config: SharpaInhandConfig) -> GraspCaches | None:
+        """The grasp caches episodes start from (``grasp_cache_path``, one per scale)."""
+        return load_grasp_caches(config.grasp_cache_path, config.scale_list)
 
     @staticmethod
     def _friction_rows(model: mujoco.MjModel, cfg: SharpaInhandConfig) -> dict[str, jax.Array]:
@@ -223,25 +228,25 @@ class SharpaInhandRotation(Task):
             scale_id = jnp.asarray(carried["scale_id"], jnp.int32)
         grasp = sharpa_randomisation.draw_grasp(k_grasp, self._rows, self._counts, scale_id)
         qvel = jnp.zeros((self.model.nv,), jnp.float32)
-        k_dr, k_noise0, k_noise1, k_force = jax.random.split(key_task, 4)
+        k_dr, k_episode = jax.random.split(key_task)
         draws = sharpa_randomisation.draw_randomisation(
             k_dr, cfg, NUM_HAND, float(self.model.body_mass[self._object_body])
         )
-        return grasp, qvel, self.episode_state(grasp, scale_id, draws, k_noise0, k_noise1, k_force)
+        return grasp, qvel, self.episode_state(grasp, scale_id, draws, k_episode)
 
     def episode_state(
         self,
         grasp: jax.Array,
         scale_id: jax.Array,
         draws: Mapping[str, jax.Array],
-        k_noise0: jax.Array,
-        k_noise1: jax.Array,
-        k_force: jax.Array,
+        key: jax.Array,
     ) -> dict[str, jax.Array]:
         """A fresh episode's task state from its grasp [29], scale and domain-randomisation
-        draws (:data:`~unilab_jax.envs.manipulation.sharpa_randomisation.DR_DRAWS`); the keys
-        draw the two reset frames' joint noise and the first step's object force."""
+        draws (:data:`~unilab_jax.envs.manipulation.sharpa_randomisation.DR_DRAWS`); ``key``
+        draws the two reset frames' joint noise, the first step's object force and tactile
+        draws."""
         cfg = self.config
+        k_noise0, k_noise1, k_force, k_tactile = jax.random.split(key, 4)
         hand, pos, quat = grasp[:NUM_HAND], grasp[NUM_HAND : NUM_HAND + 3], grasp[NUM_HAND + 3 :]
         scale_fields = {f: v[scale_id] for f, v in self._scale_fields.items()}
         fields, kp, kd = sharpa_randomisation.episode_model(
@@ -267,6 +272,7 @@ class SharpaInhandRotation(Task):
             "frames": frames,
             "tactile_force": tactile,
             "tactile_last": tactile,
+            "tactile_u": self.draw_tactile_u(k_tactile),
             "prev_object_pos": pos,
             "prev_object_quat": quat,
             "height_band": jnp.stack([pos[2] - band, pos[2] + band]),
@@ -302,6 +308,26 @@ class SharpaInhandRotation(Task):
     def tactile_force(self, data: Any) -> jax.Array:
         """The tactile sensors' force magnitudes [5] (N)."""
         return jnp.linalg.norm(data.sensordata[self._tactile], axis=-1)
+
+    def draw_tactile_u(self, key: jax.Array) -> jax.Array:
+        """The coming step's tactile draws ``[2, 5]`` ``U(0, 1)``: latency, dropout noise (drawn
+        a step ahead, so that every piece of the step sees the same signal)."""
+        return jax.random.uniform(key, (2, len(self.config.tactile_sensors)), jnp.float32)
+
+    def tactile(
+        self, data: Any, task_state: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """This step's tactile ``(signal, force, last)`` (``sharpa_observation.tactile_step``)
+        from the sensors after the step and the draws made for it."""
+        u = task_state["tactile_u"]
+        return sharpa_observation.tactile_step(
+            self.tactile_force(data),
+            task_state["tactile_force"],
+            task_state["tactile_last"],
+            u[0],
+            u[1],
+            self.config,
+        )
 
     # ----------------------------------------------------------------- step pieces
     def observe(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -345,16 +371,8 @@ class SharpaInhandRotation(Task):
         key: jax.Array,
     ) -> dict[str, jax.Array]:
         cfg = self.config
-        k_latency, k_noise, k_frame, k_force = jax.random.split(key, 4)
-        n = len(cfg.tactile_sensors)
-        tactile, force, last = sharpa_observation.tactile_step(
-            self.tactile_force(data),
-            task_state["tactile_force"],
-            task_state["tactile_last"],
-            jax.random.uniform(k_latency, (n,), jnp.float32),
-            jax.random.uniform(k_noise, (n,), jnp.float32),
-            cfg,
-        )
+        k_tactile, k_frame, k_force = jax.random.split(key, 3)
+        tactile, force, last = self.tactile(data, task_state)
         targets = self.targets(action, task_state)
         frame = self.frame(data.qpos[:NUM_HAND], targets, tactile, k_frame)
         frames = jnp.concatenate([task_state["frames"][1:], frame[None]])
@@ -366,6 +384,7 @@ class SharpaInhandRotation(Task):
             "frames": frames,
             "tactile_force": force,
             "tactile_last": last,
+            "tactile_u": self.draw_tactile_u(k_tactile),
             "prev_object_pos": pos,
             "prev_object_quat": quat,
             "object_force": sharpa_randomisation.next_object_force(
