@@ -255,6 +255,7 @@ class SharpaInhandRotation(Task):
             self._nominal,
             self._friction,
             self._object_body,
+            cfg.randomize_friction,
         )
         tactile = jnp.zeros((len(cfg.tactile_sensors),), jnp.float32)
         first = self.frame(hand, hand, tactile, k_noise0)

@@ -110,6 +110,7 @@ def episode_model(
     nominal: Mapping[str, jax.Array],
     friction: Mapping[str, jax.Array],
     object_body: int,
+    randomise_friction: bool = True,
 ) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
     """The per-episode model fields (``Task.model_fields``) of one episode's ``draws`` on the
     env's object scale (``scale_fields``: :func:`~unilab_jax.envs.manipulation.sharpa_model.
@@ -126,6 +127,8 @@ def episode_model(
         friction["rows"] * draws["friction_scale"],
         nominal["geom_friction"],
     )
+    if not randomise_friction:  # the model's own (the reference sends no friction then)
+        geom_friction = nominal["geom_friction"]
     fields = {
         **gains,
         **scale_fields,
