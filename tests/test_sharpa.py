@@ -301,3 +301,42 @@ def _data(qpos: jax.Array, qvel: jax.Array, task: SharpaInhandRotation) -> objec
     view.qpos, view.qvel = qpos, qvel
     view.sensordata = jnp.zeros((task.model.nsensordata,), jnp.float32)
     return view
+
+
+# --------------------------------------------------------------------------- grasp collection
+def test_collection_resumes_from_the_rows_written(tmp_path: Path) -> None:
+    from unilab_jax.envs.manipulation import sharpa_grasps
+
+    np.save(tmp_path / "g_0.8.npy", grasp_rows(3))
+    lines: list[str] = []
+    path = sharpa_grasps.collect_grasps(0.8, 3, tmp_path / "g", progress=lines.append)
+    assert path == tmp_path / "g_0.8.npy" and "3 grasps already" in lines[0]
+    with pytest.raises(ValueError, match="one scale"):
+        sharpa_grasps.GraspCollectionConfig(scale_list=(0.8, 1.0))
+
+
+def test_collection_finds_a_stable_grasp(tmp_path: Path) -> None:
+    from unilab_jax.envs.manipulation import sharpa_grasps
+
+    lines: list[str] = []
+    path = sharpa_grasps.collect_grasps(
+        1.0, 1, tmp_path / "g", num_envs=8, nthread=1, save_every=1, progress=lines.append
+    )
+    rows = np.load(path)
+    assert rows.shape == (1, 29) and rows.dtype == np.float32 and "1/1 grasps" in lines[-1]
+    # Held: near the home pose, upright (within 30 degrees), in the height band.
+    assert 0.61406 <= rows[0, 24] <= 0.62406
+    assert 2.0 * math.degrees(math.acos(min(1.0, abs(float(rows[0, 25]))))) < 30.0
+    # A stable grasp loads as a cache and the rotation task starts from it.
+    caches = load_grasp_caches(tmp_path / "g", (1.0,))
+    np.testing.assert_array_equal(caches.rows[0], rows)
+
+
+def test_grasp_command(tmp_path: Path, capsys) -> None:
+    from unilab_jax.cli import main
+
+    np.save(tmp_path / "g_0.8.npy", grasp_rows(2))
+    argv = ["sharpa-grasps", "--cache-path", str(tmp_path / "g"), "--scales", "0.8"]
+    assert main([*argv, "--target", "2"]) == 0  # already there: nothing to collect
+    assert "g_0.8.npy" in capsys.readouterr().out
+    assert main([*argv, "--target", "0"]) == 2

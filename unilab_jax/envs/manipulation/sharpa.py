@@ -45,7 +45,10 @@ numbers are :class:`~unilab_jax.envs.manipulation.sharpa_config.SharpaInhandConf
   control step, with probability 0.25 a new ``N(0, 1)^3 * mass * 2`` N, else the last one times
   ``0.9 ** (0.05 / 0.08)``; zero after a reset.
 
-Deviations from the reference: random numbers are JAX's (the same distributions); an env's
+Deviations from the reference: random numbers are JAX's (the same distributions; a step's
+tactile latency draws are made at the end of the step before, so that every piece of the step
+sees the same signal); the model fields of an episode are float32 (a field's untouched entries
+too: the floor's torsional friction 0.005 is 0.004999999888 there); an env's
 scale is drawn uniformly at its first reset and kept (the reference gives the envs of a batch
 the scales in equal blocks by env index, which the task API does not show a task); only the 3
 observed frames of the 80-frame history are kept (the others are never read by this task); the
