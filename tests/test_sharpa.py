@@ -340,3 +340,20 @@ def test_grasp_command(tmp_path: Path, capsys) -> None:
     assert main([*argv, "--target", "2"]) == 0  # already there: nothing to collect
     assert "g_0.8.npy" in capsys.readouterr().out
     assert main([*argv, "--target", "0"]) == 2
+
+
+def test_a_c_mujoco_run_reads_the_task_without_mjx(tmp_path: Path) -> None:
+    """``load(..., physics="mujoco")``: the description the trainer and the facade read (sizes,
+    the task), no MJX physics; its reset refuses in the one line."""
+    from unilab.algos.torch.offpolicy.settings import env_dims
+    from unilab_jax.envs.mujoco_task_env import MujocoTaskEnv
+
+    np.save(tmp_path / "g_1.npy", grasp_rows())
+    override = {"grasp_cache_path": str(tmp_path / "g"), "scale_list": (1.0,)}
+    env = registry.load(NAME, override, physics="mujoco")
+    assert isinstance(env, MujocoTaskEnv) and isinstance(env.task, SharpaInhandRotation)
+    assert env.obs_size == {"obs": 147, "critic": 156} and env.action_size == 22
+    with pytest.raises(ConfigError, match="C MuJoCo only"):
+        env.reset(jax.random.PRNGKey(0))
+    assert env_dims(NAME, override) == (147, 22, 156)
+    assert type(registry.load("PendulumSwingup", physics="mujoco")).__name__ == "Env"

@@ -29,6 +29,7 @@ from unilab_jax.envs.manipulation.sharpa import SharpaInhandConfig, SharpaInhand
 from unilab_jax.envs.motion.flip import FLIP, WALL_FLIP, G1FlipTracking
 from unilab_jax.envs.motion.tracking import G1MotionTracking, TrackingConfig
 from unilab_jax.envs.motion.tracking_obs import G1WBTObs, WBTObsConfig
+from unilab_jax.envs.mujoco_task_env import MujocoTaskEnv
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig, G1WalkRough
 from unilab_jax.envs.robots.go2 import Go2JoystickFlat, Go2JoystickFlatConfig
@@ -152,17 +153,27 @@ def make_task(name: str, config_override: Mapping[str, Any] | None = None) -> Ta
     return entry.factory(apply_config_override(entry.default_config, config_override))
 
 
-def load(name: str, config_override: Mapping[str, Any] | None = None) -> FunctionalEnv:
+def load(
+    name: str, config_override: Mapping[str, Any] | None = None, *, physics: str = "mjx"
+) -> FunctionalEnv:
     """Build the environment ``name`` on MJX physics with optional config field overrides.
 
     ``"playground/<Name>"`` and ``"brax/<name>"`` load a MuJoCo Playground DM Control Suite
     task or a Brax environment through ``unilab_jax.envs.adapters``; other names are registered
     tasks (an :class:`~unilab_jax.envs.base.Env`; unknown names raise ``UnknownEnvError``).
+    A task MJX cannot run (``Task.mjx_unsupported``) is refused in one line before it is built
+    (:func:`mjx_refusal`), unless ``physics="mujoco"``: the env a C MuJoCo run reads the task
+    and its sizes from, which for such a task is a :class:`~unilab_jax.envs.mujoco_task_env.
+    MujocoTaskEnv` (no MJX physics) and for every other task the MJX env as with ``"mjx"``.
     """
     if name.startswith(ADAPTER_PREFIXES):
         return load_adapter(name, config_override)
-    refuse_mjx(name)  # before the task is built (a C MuJoCo-only task)
-    return Env(make_task(name, config_override), name=name)
+    refusal = mjx_refusal(name)
+    if refusal is None:
+        return Env(make_task(name, config_override), name=name)
+    if physics == "mujoco":
+        return MujocoTaskEnv(make_task(name, config_override), name, refusal)
+    raise ConfigError(refusal)  # before the task is built
 
 
 register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig(), family="dm_control")

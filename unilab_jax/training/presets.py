@@ -433,7 +433,10 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
     family = family_of(env)
     if scale == "none" or family is None:
         return None
-    preset = _PRESETS[family, default_scale() if scale == "auto" else scale]
+    key = (family, default_scale() if scale == "auto" else scale)
+    if key not in _PRESETS:  # a family not measured yet (inhand): the algorithm's defaults
+        return None
+    preset = _PRESETS[key]
     if preset.name == "locomotion/cpu" and not env.startswith("playground/"):
         # Our robots step with C MuJoCo on a CPU (Playground's robots are JAX envs: MJX).
         preset = dataclasses.replace(
