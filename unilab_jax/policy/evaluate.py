@@ -78,7 +78,7 @@ def evaluate(
         env_name = policy.env
         if env_overrides is None:
             env_overrides = policy.config["train"].get("env_overrides")
-    env = load(env_name, config_override=env_overrides)
+    env = load(env_name, config_override=env_overrides, physics=physics)
     if (env.obs_size["obs"], env.action_size) != (policy.obs_dim, policy.action_dim):
         raise ValueError(
             f"{env_name} has obs {env.obs_size['obs']} / action {env.action_size}, the policy "

@@ -193,7 +193,11 @@ def load_policy(path: str | Path, step: int | str | None = None) -> Policy:
     train = config["train"]
     spec = get_algo(train["algo"])
     algo_config = spec.config_cls(**settings_from_json(config["algo"]))
-    env = load(train["env"], config_override=train.get("env_overrides"))
+    env = load(
+        train["env"],
+        config_override=train.get("env_overrides"),
+        physics=train.get("physics", "mjx"),
+    )
     obs_dim, critic_dim = env.obs_size["obs"], env.obs_size["critic"]
     agent = spec.make_agent(
         algo_config, obs_dim, critic_dim, env.action_size, axis_name=None,

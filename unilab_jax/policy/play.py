@@ -121,8 +121,9 @@ def render_source(env: Any) -> RenderSource:
     from unilab_jax.envs.adapters.brax import BraxEnv
     from unilab_jax.envs.adapters.playground import PlaygroundEnv
     from unilab_jax.envs.base import Env
+    from unilab_jax.envs.mujoco_task_env import MujocoTaskEnv
 
-    if isinstance(env, Env):
+    if isinstance(env, Env | MujocoTaskEnv):  # our tasks (MujocoTaskEnv: C MuJoCo only)
         return RenderSource(
             env.task.model, lambda data: (data.qpos, data.qvel), float(env.task.control_dt)
         )
@@ -304,10 +305,12 @@ def play_policy(
 
     if video and backend is None:
         backend = _gl_backend()
-    env = load(policy.env, config_override=policy.config["train"].get("env_overrides"))
+    physics = physics or policy.config.get("train", {}).get("physics", "mjx")
+    env = load(
+        policy.env, config_override=policy.config["train"].get("env_overrides"), physics=physics
+    )
     source = render_source(env)
     cam = resolve_camera(source.model, camera) if video else -1
-    physics = physics or policy.config.get("train", {}).get("physics", "mjx")
     if physics == "mujoco" and getattr(env, "task", None) is None:
         raise ValueError(f"{policy.env} is a JAX environment and runs on MJX only")
     steps = steps or env.episode_length
