@@ -200,6 +200,12 @@ class Task(abc.ABC):
         an exported policy's metadata; None (default): none."""
         return None
 
+    def privileged_values(self) -> dict[str, slice] | None:
+        """The privileged values the critic observation ends with, by name, as slices of that
+        tail (what a privileged actor reads and a deployed policy cannot observe); None
+        (default): not named."""
+        return None
+
     def start_episode(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """A fresh episode's task state completed from its first physics state ``data`` (the
         one its first observation reads), e.g. an observation history filled with that

@@ -89,9 +89,17 @@ class Policy:
         train = (self.config or {}).get("train") or {}
         return jax.default_matmul_precision(train.get("matmul_precision") or "highest")
 
+    @property
+    def input_dim(self) -> int:
+        """The width of a row ``act`` takes: ``obs_dim``, plus the privileged values a
+        privileged actor (HORA-SAC) reads after the observation (``actor_observation``)."""
+        return int(self.obs_dim) + int(self.agent.privileged_dim)
+
     def act(self, obs: jax.Array) -> jax.Array:
-        """Actions ``[N, action_dim]`` in [-1, 1] for raw observations ``[N, obs_dim]``
-        (jit-able; the normaliser is applied inside)."""
+        """Actions ``[N, action_dim]`` in [-1, 1] for raw observations ``[N, input_dim]``
+        (jit-able; the normaliser is applied inside): the ``"obs"`` group, followed for a
+        privileged actor by the critic observation's privileged values
+        (``unilab_jax.algos.agent.actor_observation`` of the env's observation dict)."""
         with self.precision():
             return self._act(self.state, obs)
 

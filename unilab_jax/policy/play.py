@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from unilab_jax.algos.agent import actor_observation, observer
 from unilab_jax.errors import CheckpointError
 from unilab_jax.policy.gl_backends import (
     GL_BACKENDS,
@@ -189,7 +190,7 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
         def body(carry, _):
             env_state, alive, total, length = carry
             qpos, qvel = jax.vmap(source.positions)(env_state.physics)
-            actions = act(agent_state, env_state.obs["obs"])
+            actions = act(agent_state, actor_observation(policy.agent, env_state.obs))
             nxt = env.step_batch(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
             length = length + alive.astype(jnp.int32)
@@ -220,8 +221,9 @@ def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) 
     try:
         with policy.precision():
             out = mujoco_episodes(
-                vec, jax.jit(policy.agent.act), policy.state, seed, steps=steps, positions=True
-            )
+                vec, jax.jit(policy.agent.act), policy.state, seed, steps=steps, positions=True,
+                observe=observer(policy.agent),
+            )  # fmt: skip
     finally:
         vec.close()
     return Rollout(

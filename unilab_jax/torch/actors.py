@@ -4,6 +4,10 @@
   widths ``H, H/2, H/4`` (a norm slot in every layer: ``net.0, net.3, net.6``), zero-initialised
   ``fc_mu`` / ``fc_logstd`` heads; the mean is clamped to +-10 with NaN -> 0, ``log_std`` squashed
   into ``[log_std_min, log_std_max]``; deterministic action ``tanh(mean)``.
+- ``PrivilegedSACActor`` (HORA-SAC): ``SACActor`` on ``[obs | tanh(encoder(priv))]``, its
+  input ``[obs | priv]`` (the privileged values: the critic observation's columns beyond the
+  actor's); the encoder ``priv_encoder`` ((Linear -> LayerNorm|Identity -> SiLU) per width,
+  ``priv_projection`` when its last width is not the embedding's).
 - ``TD3Actor`` (FastTD3): ``(Linear -> ReLU) x 3 -> Linear -> tanh`` (``net.0, net.2, net.4``,
   ``fc_mu.0``), with per-env exploration stds drawn from ``[std_min, std_max]`` (a plain
   attribute, not in the ``state_dict``); deterministic action ``tanh(mu(obs))``.
@@ -26,12 +30,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from unilab_jax.algos.hyperparams import SACConfig, TD3Config
+from unilab_jax.algos.hyperparams import HoraSACConfig, SACConfig, TD3Config
 from unilab_jax.torch.weights import JaxPath, linear_rows, trunk_rows
 
 __all__ = [
     "TD3_LOG_STD_MAX",
     "TD3_LOG_STD_MIN",
+    "PrivilegedSACActor",
     "SACActor",
     "TD3Actor",
     "hidden_layers",
@@ -39,6 +44,7 @@ __all__ = [
 ]
 
 _SAC = SACConfig()
+_HORA = HoraSACConfig()
 _TD3 = TD3Config()
 _LOG_2PI = math.log(2.0 * math.pi)
 # The reference yaml's exploration range (log std); TD3Config holds exp() of these.
@@ -233,6 +239,76 @@ class SACActor(_Actor):
         rows = trunk_rows(f"{prefix}.net", (*root, "trunk"), 3, self.use_layer_norm, None)
         rows += linear_rows(f"{prefix}.fc_mu", (*root, "mu"))
         return rows + linear_rows(f"{prefix}.fc_logstd", (*root, "log_std"))
+
+
+class PrivilegedSACActor(SACActor):
+    """HORA-SAC's tanh-Gaussian policy on ``[obs | priv]`` (``n_obs`` observation columns, then
+    ``priv_dim`` privileged values): ``SACActor``'s trunk and heads on ``[obs | z]``, ``z =
+    tanh(priv_projection(priv_encoder(priv)))`` of ``priv_embed_dim`` values. The reference's
+    ``HoraSACActor`` takes ``(obs, priv_info)`` as two tensors; this actor takes them joined, so
+    ``explore`` / ``deterministic`` / ``get_actions_and_log_probs`` are ``SACActor``'s."""
+
+    def __init__(
+        self,
+        n_obs: int,
+        n_act: int,
+        priv_dim: int,
+        hidden_dim: int = _HORA.actor_hidden_dim,
+        use_layer_norm: bool = _HORA.use_layer_norm,
+        log_std_min: float = _HORA.log_std_min,
+        log_std_max: float = _HORA.log_std_max,
+        device: torch.device | str | None = None,
+        noise_correlation: float = _HORA.noise_correlation,
+        priv_embed_dim: int = _HORA.priv_embed_dim,
+        priv_hidden_dims: tuple[int, ...] = _HORA.priv_hidden_dims,
+    ) -> None:
+        super().__init__(
+            n_obs + priv_embed_dim, n_act, hidden_dim, use_layer_norm, log_std_min, log_std_max,
+            device, noise_correlation,
+        )  # fmt: skip
+        self.obs_dim = int(n_obs)
+        self.priv_dim = int(priv_dim)
+        self.priv_layers = len(priv_hidden_dims)
+        layers: list[nn.Module] = []
+        width_in = priv_dim
+        for width in priv_hidden_dims:
+            layers.append(nn.Linear(width_in, width, device=device))
+            layers.append(nn.LayerNorm(width, device=device) if use_layer_norm else nn.Identity())
+            layers.append(nn.SiLU())
+            width_in = width
+        self.priv_encoder = nn.Sequential(*layers)
+        self.priv_projection: nn.Module = (
+            nn.Linear(width_in, priv_embed_dim, device=device)
+            if width_in != priv_embed_dim
+            else nn.Identity()
+        )
+
+    def mean_and_log_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-squash ``(mean, log_std)`` of the input ``[obs | priv]``."""
+        own, priv = obs[..., : self.obs_dim], obs[..., self.obs_dim :]
+        z = torch.tanh(self.priv_projection(self.priv_encoder(priv)))
+        return super().mean_and_log_std(torch.cat([own, z], dim=-1))
+
+    @staticmethod
+    def settings(config: HoraSACConfig) -> dict[str, Any]:
+        """The constructor's settings that ``config`` fixes (``priv_dim`` is the task's)."""
+        return {
+            **SACActor.settings(config),
+            "priv_embed_dim": config.priv_embed_dim,
+            "priv_hidden_dims": tuple(config.priv_hidden_dims),
+        }
+
+    def jax_rows(self, prefix: str = "actor", root: JaxPath = ("actor_params", "params")) -> list:
+        """``SACActor``'s table plus ``priv_encoder`` / ``priv_projection`` <-> the JAX actor's
+        ``priv_encoder`` / ``priv_projection``."""
+        rows = super().jax_rows(prefix, root)
+        rows += trunk_rows(
+            f"{prefix}.priv_encoder", (*root, "priv_encoder"), 3, self.use_layer_norm, None,
+            layers=self.priv_layers,
+        )  # fmt: skip
+        if isinstance(self.priv_projection, nn.Linear):
+            rows += linear_rows(f"{prefix}.priv_projection", (*root, "priv_projection"))
+        return rows
 
 
 class TD3Actor(_Actor):

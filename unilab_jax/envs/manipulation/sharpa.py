@@ -158,6 +158,10 @@ class SharpaInhandRotation(Task):
         self._layout = sharpa_observation.privileged_layout(cfg)
         self._privileged_size = max(s.stop for s in self._layout.values())
 
+    def privileged_values(self) -> dict[str, slice]:
+        """The critic's 9 privileged values by name (``sharpa_observation.privileged_layout``)."""
+        return dict(self._layout)
+
     def load_grasps(self, config: SharpaInhandConfig) -> GraspCaches | None:
         """The grasp caches episodes start from (``grasp_cache_path``, one per scale)."""
         return load_grasp_caches(config.grasp_cache_path, config.scale_list)
