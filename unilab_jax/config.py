@@ -46,7 +46,8 @@ class TrainConfig:
     env: str = "PendulumSwingup"
     """Registered task name (see ``unilab_jax.envs.registered_names()``)."""
     algo: str = "sac"
-    """``"sac"`` (FastSAC), ``"td3"`` (FastTD3) or ``"flash_sac"`` (FlashSAC)."""
+    """``"sac"`` (FastSAC), ``"td3"`` (FastTD3), ``"flash_sac"`` (FlashSAC) or ``"hora_sac"``
+    (HORA-SAC: FastSAC whose actor also reads the task's privileged critic values)."""
     num_envs: int = 4096
     """Parallel environments, over all devices."""
     replay_buffer_n: int = 1024
