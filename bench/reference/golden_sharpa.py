@@ -61,8 +61,10 @@ SEED = 0
 ACTION_SEED = 1234
 N_ENVS = 4
 T_STEPS = 40
-TRUNCATE_ENV = 3  # this env's episode counter is preset so that it truncates ...
-TRUNCATE_AT_STEP = 20  # ... at this 0-based rollout step
+# Every env's episode counter is preset so that it truncates at this 0-based rollout step (so
+# every env resets at least once, at a different step; the golden-rollout rule); the object
+# drops in some episodes too (terminations).
+TRUNCATE_AT = {0: 6, 1: 12, 2: 26, 3: 20}
 DROP_ENV = 2  # this env gets +-1 bang-bang actions so that it drops the object
 TACTILE = 5
 NUM_HAND = 22
@@ -304,7 +306,8 @@ def _rollout(rec: Recorder, actions: np.ndarray, out: dict[str, np.ndarray]) -> 
     out["init.obs"] = state.obs["obs"].copy()
     out["init.critic"] = state.obs["critic"].copy()
     out["init.steps"] = state.info["steps"].copy()
-    state.info["steps"][TRUNCATE_ENV] = env.cfg.max_episode_steps - TRUNCATE_AT_STEP - 1
+    for env_id, at in TRUNCATE_AT.items():
+        state.info["steps"][env_id] = env.cfg.max_episode_steps - at - 1
     rows: list[dict[str, Any]] = []
     for t in range(actions.shape[0]):
         row: dict[str, Any] = {
@@ -405,8 +408,8 @@ def main() -> None:
         "num_envs": N_ENVS,
         "steps": T_STEPS,
         "actions": f"clip(0.5 N(0,1), -1, 1) float32; env {DROP_ENV} +-1 flipping every 4 steps",
-        "truncation": f"env {TRUNCATE_ENV}'s episode counter preset so it truncates at step "
-        f"{TRUNCATE_AT_STEP}",
+        "truncation": "episode counters preset so that env k truncates at step "
+        f"TRUNCATE_AT[k]: {TRUNCATE_AT}",
         "config": {
             "sim_dt": cfg.sim_dt,
             "ctrl_dt": cfg.ctrl_dt,
