@@ -28,6 +28,7 @@ __all__ = [
     "force_decay",
     "gravity_from_uniforms",
     "next_object_force",
+    "object_force_from_draws",
     "split_scale",
 ]
 
@@ -151,10 +152,26 @@ def next_object_force(
     """The world-frame force [3] on the object over the coming control step, from the last
     step's ``force``: with probability ``random_force_prob`` a new ``N(0, 1)^3 * mass *
     force_scale``, else ``force`` decayed (:func:`force_decay`); zero when ``force_scale`` is 0
-    (the reference's ``build_interval_randomization_plan``)."""
+    (the reference's ``build_interval_randomization_plan``). The draws are ``key``'s; the rule
+    is :func:`object_force_from_draws`."""
     if config.force_scale <= 0.0:
         return jnp.zeros((3,), jnp.float32)
     k_pick, k_force = jax.random.split(key)
-    new = jax.random.normal(k_force, (3,), jnp.float32) * mass * config.force_scale
+    normal = jax.random.normal(k_force, (3,), jnp.float32)
     fresh = jax.random.uniform(k_pick, ()) < config.random_force_prob
+    return object_force_from_draws(force, mass, fresh, normal, config)
+
+
+def object_force_from_draws(
+    force: jax.Array,
+    mass: jax.Array,
+    fresh: jax.Array,
+    normal: jax.Array,
+    config: SharpaInhandConfig,
+) -> jax.Array:
+    """:func:`next_object_force` from its draws: ``fresh`` (bool, a new force) and ``normal``
+    (``N(0, 1)^3``), e.g. the reference's recorded ones."""
+    if config.force_scale <= 0.0:
+        return jnp.zeros((3,), jnp.float32)
+    new = jnp.asarray(normal, jnp.float32) * mass * config.force_scale
     return jnp.where(fresh, new, force * force_decay(config))
