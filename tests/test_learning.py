@@ -1,8 +1,9 @@
 """The JAX core learns on CPU: SAC on the pendulum swing-up, SAC walking the reference's Go2 on
 C MuJoCo.
 
-TD3 on the pendulum is proven through the facade (``tests/torch/test_offpolicy_runner.py``,
-``sim_backend="mjx"`` runs this same trainer).
+TD3 learns the pendulum on the facade's torch path (``tests/torch/test_offpolicy_runner.py``),
+whose TD3 update and the core's both equal the reference learner's
+(``tests/test_reference_learners.py``).
 """
 
 import numpy as np
