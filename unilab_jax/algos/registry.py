@@ -83,6 +83,15 @@ ALGOS: dict[str, AlgoSpec] = {
             2,
             "unilab_jax.torch.actors:TD3Actor",
         ),
+        AlgoSpec(
+            "flash_sac",
+            "FlashSAC",
+            "flash_sac",
+            FlashSACConfig,
+            "unilab_jax.algos.flash_sac:make_flash_sac",
+            2,
+            "unilab_jax.torch.flash_actor:FlashSACActor",
+        ),
         # FastSAC whose actor also reads the task's privileged values (the reference's
         # runtime_impl: hora_sac): a task with a critic observation wider than the actor's.
         AlgoSpec(
@@ -93,15 +102,6 @@ ALGOS: dict[str, AlgoSpec] = {
             "unilab_jax.algos.sac:make_hora_sac",
             4,
             "unilab_jax.torch.actors:PrivilegedSACActor",
-        ),
-        AlgoSpec(
-            "flash_sac",
-            "FlashSAC",
-            "flash_sac",
-            FlashSACConfig,
-            "unilab_jax.algos.flash_sac:make_flash_sac",
-            2,
-            "unilab_jax.torch.flash_actor:FlashSACActor",
         ),
     )
 }
