@@ -413,3 +413,28 @@ def test_a_tiny_facade_run_with_the_hora_runtime_trains_and_saves(tmp_path):
         want = learner.actor.deterministic(learner.actor_input(obs, critic))
     got = policy(torch.cat([obs, critic[:, 5:]], dim=-1).numpy())
     assert max_rel_err(got, want.numpy()) <= 1e-5
+
+
+def test_mjx_trains_the_cores_hora_sac_and_writes_the_state_back(tmp_path):
+    """``sim_backend="mjx"``: the runner hands the learner to the core's ``"hora_sac"`` (a
+    privileged actor acting on ``actor_observation``) and writes the trained state back."""
+    torch.manual_seed(0)
+    learner = HoraSACLearner(
+        obs_dim=5, critic_obs_dim=6, action_dim=1, actor_hidden_dim=32, critic_hidden_dim=32,
+        priv_info_embed_dim=4, priv_mlp_hidden_dims=(8, 4), v_min=-1.0, v_max=40.0,
+        obs_normalization=True,
+    )  # fmt: skip
+    before = {k: v.clone() for k, v in learner.actor.state_dict().items()}
+    runner = OffPolicyRunner(
+        learner, "CartpoleBalance", "sac", num_envs=8, replay_buffer_n=32, batch_size=32,
+        updates_per_step=2, policy_frequency=1, actor_hidden_dim=32, seed=0, sim_backend="mjx",
+    )  # fmt: skip
+    runner.learn(max_iterations=5, save_interval=0, log_dir=str(tmp_path), logger_type="no_print")
+    summary = runner.last_run_summary
+    assert (summary["status"], summary["backend"]) == ("completed", "mjx")
+    assert learner.update_count == 2 * 2  # learning from iteration 4 (32 rows of 8 envs)
+    after = learner.actor.state_dict()
+    assert not torch.equal(after["priv_encoder.0.weight"], before["priv_encoder.0.weight"])
+    assert all(torch.isfinite(v).all() for v in after.values())
+    meta = torch.load(tmp_path / "model_5.pt", weights_only=False)["unilab_meta"]
+    assert (meta["algo"], meta["sim_backend"]) == ("hora_sac", "mjx")
