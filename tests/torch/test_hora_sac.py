@@ -227,6 +227,17 @@ def test_sample_offpolicy_actions_passes_hora_priv_info():
         sample_offpolicy_actions(_DummyHoraActor(), "hora_sac", obs, torch.zeros(4))
 
 
+def test_hora_exploration_restarts_a_correlated_draw_where_an_episode_ended():
+    torch.manual_seed(0)
+    actor = PrivilegedSACActor(OBS, ACT, PRIV, hidden_dim=32, noise_correlation=0.9)
+    obs, priv = normal(1, (4, OBS)), normal(2, (4, PRIV))
+    sample_offpolicy_actions(actor, "hora_sac", obs, torch.zeros(4), priv)
+    torch.manual_seed(3)
+    sample_offpolicy_actions(actor, "hora_sac", obs, torch.ones(4), priv)  # every episode ended
+    torch.manual_seed(3)
+    assert torch.equal(actor.noise, torch.randn(4, ACT))  # a fresh draw, not a carried one
+
+
 def test_resolve_offpolicy_actor_priv_info_prefers_explicit_info_then_the_critic_tail():
     obs = np.zeros((2, 3), np.float32)
     tail = np.arange(4, dtype=np.float32).reshape(2, 2)
