@@ -246,7 +246,10 @@ class PrivilegedSACActor(SACActor):
     ``priv_dim`` privileged values): ``SACActor``'s trunk and heads on ``[obs | z]``, ``z =
     tanh(priv_projection(priv_encoder(priv)))`` of ``priv_embed_dim`` values. The reference's
     ``HoraSACActor`` takes ``(obs, priv_info)`` as two tensors; this actor takes them joined, so
-    ``explore`` / ``deterministic`` / ``get_actions_and_log_probs`` are ``SACActor``'s."""
+    ``explore`` / ``deterministic`` / ``get_actions_and_log_probs`` are ``SACActor``'s. Each of
+    them (and ``forward``) also takes the reference's call, the two tensors apart (``explore(obs,
+    priv_info, deterministic=False)``): an input of ``n_obs`` columns is the observation alone,
+    and the argument after it the privileged values, joined to it first."""
 
     def __init__(
         self,
@@ -288,6 +291,66 @@ class PrivilegedSACActor(SACActor):
         own, priv = obs[..., : self.obs_dim], obs[..., self.obs_dim :]
         z = torch.tanh(self.priv_projection(self.priv_encoder(priv)))
         return super().mean_and_log_std(torch.cat([own, z], dim=-1))
+
+    def _joined(self, obs: torch.Tensor, priv_info: Any) -> tuple[torch.Tensor, bool]:
+        """``(the input [obs | priv], whether priv_info was used)``: ``obs`` itself when it
+        already holds both (``n_obs + priv_dim`` columns), else ``obs`` joined to the tensor
+        ``priv_info`` (the reference's call; a missing one raises ``ValueError``)."""
+        if obs.shape[-1] != self.obs_dim:
+            return obs, False
+        if not isinstance(priv_info, torch.Tensor):
+            raise ValueError(
+                f"{type(self).__name__} reads [obs | priv_info]: given {self.obs_dim} "
+                f"observation columns, it needs priv_info [..., {self.priv_dim}] too"
+            )
+        return torch.cat([obs, priv_info.to(device=obs.device, dtype=obs.dtype)], dim=-1), True
+
+    def forward(
+        self, obs: torch.Tensor, priv_info: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(tanh(mean) * scale + bias, mean, log_std)`` of ``[obs | priv]`` (or of ``obs``
+        and ``priv_info`` apart, the reference's call)."""
+        return super().forward(self._joined(obs, priv_info)[0])
+
+    def get_actions_and_log_probs(
+        self, obs: torch.Tensor, *args: torch.Tensor | None, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``SACActor``'s on ``[obs | priv]`` (``(input, noise=None)``), or the reference's
+        ``(obs, priv_info)`` apart (then ``noise`` by keyword or third)."""
+        if len(args) > 2:
+            raise TypeError("get_actions_and_log_probs takes at most 3 positional arguments")
+        second = args[0] if args else None
+        joined, used = self._joined(obs, second)
+        rest = args[1:] if used else args
+        if rest:
+            noise = rest[0] if noise is None else noise
+        return super().get_actions_and_log_probs(joined, noise)
+
+    @torch.no_grad()
+    def explore(
+        self,
+        obs: torch.Tensor,
+        priv_info: torch.Tensor | bool | None = None,
+        deterministic: bool = False,
+        dones: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``SACActor.explore`` of ``[obs | priv]`` (``explore(input, dones=..., deterministic=
+        ...)``; a second positional tensor is then ``dones``), or the reference's
+        ``explore(obs, priv_info, deterministic=False)`` with the two apart."""
+        if isinstance(priv_info, bool):  # SACActor's explore(obs, True): deterministic
+            deterministic, priv_info = priv_info, None
+        joined, used = self._joined(obs, priv_info)
+        if not used and priv_info is not None:
+            if dones is not None:
+                raise TypeError("explore of a joined input: dones given twice")
+            dones = priv_info
+        return super().explore(joined, dones, deterministic)
+
+    def deterministic(
+        self, obs: torch.Tensor, priv_info: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``tanh(mean) * scale + bias`` of ``[obs | priv]`` (or of the two apart)."""
+        return self(obs, priv_info)[0]
 
     @staticmethod
     def settings(config: HoraSACConfig) -> dict[str, Any]:
