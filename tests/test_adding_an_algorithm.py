@@ -33,7 +33,7 @@ def test_one_registry_row_trains_checkpoints_loads_and_exports_a_new_algorithm(
     with pytest.raises(SystemExit):
         main(["--help"])
     text = " ".join(capsys.readouterr().out.split())  # unwrapped
-    assert "ddpg (DDPG)" in text and "{sac,td3,flash_sac,ddpg}" in text  # the registry's
+    assert "ddpg (DDPG)" in text and "{sac,td3,flash_sac,hora_sac,ddpg}" in text  # the registry's
 
     run = tmp_path / "ddpg"
     result = train(TINY.replace(algo="ddpg", save_interval=6), TINY_SAC, log_dir=run,

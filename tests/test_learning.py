@@ -1,14 +1,15 @@
-"""The JAX core learns on CPU: SAC on the pendulum swing-up, TD3 walking Go1 on C MuJoCo.
+"""The JAX core learns on CPU: SAC on the pendulum swing-up, SAC walking the reference's Go2 on
+C MuJoCo.
 
-TD3 on the pendulum is proven through the facade (``tests/torch/test_offpolicy_runner.py``,
-``sim_backend="mjx"`` runs this same trainer), SAC on Go1 is not asserted (see below).
+TD3 learns the pendulum on the facade's torch path (``tests/torch/test_offpolicy_runner.py``),
+whose TD3 update and the core's both equal the reference learner's
+(``tests/test_reference_learners.py``).
 """
 
 import numpy as np
 import pytest
 
 from unilab_jax.config import TrainConfig
-from unilab_jax.envs.robots import RobotAssetError, robot_mjcf_path
 from unilab_jax.training.trainer import Trainer, train
 
 THRESHOLD = 130.0
@@ -53,25 +54,21 @@ def test_sac_learns_pendulum_swingup():
 
 
 @pytest.mark.slow
-def test_td3_on_go1_with_c_mujoco_tracks_the_velocity_command_where_standing_cannot():
-    """Go1 learns to follow its velocity command (not just to stand) on C MuJoCo collection:
-    TD3 at the locomotion/cpu preset's sizes (batch 512, 4 updates per iteration, widths
-    128/256) with 256 envs, 4000 iterations (1,024,000 env steps, 16,000 updates; about 3 min
-    on 2 cores).
+def test_sac_walks_the_references_go2_on_c_mujoco_where_standing_cannot():
+    """The reference's Go2 (``Go2JoystickFlat``) learns to walk its velocity command on C MuJoCo
+    collection: SAC at its cpu preset (256 envs, batch 512, 4 updates per iteration, widths
+    128/256), 1000 iterations (256,000 env steps; about 2 min on 2 cores).
 
-    Walking is measured as ``bench/learning/locomotion.py`` defines it, from the task's own
-    numbers: 32 deterministic 1000-step episodes with commands from the task's distribution,
-    the share that reach the time limit and the linear-velocity tracking reward per step as a
-    share of its maximum. The untrained actor outputs about zero and so stands still: it reaches the
-    time limit every time but tracks only as well as standing still scores against the
-    commands (about 0.35). The assertion asks for tracking well above that, which a standing
+    Walking is measured as ``bench/learning/locomotion.py`` and the beside-the-reference bench
+    define it, from the task's own numbers: 32 deterministic episodes with commands from the
+    task's distribution, the share that reach the time limit and the linear-velocity tracking
+    reward per step as a share of its maximum. The untrained actor outputs about zero and stands
+    still: it reaches the time limit every time but tracks only as well as standing still scores
+    against the commands. The assertion asks for tracking well above that, which a standing
     policy fails whatever its share of full episodes (checked here on the untrained one).
-    Measured here (seed 0, 2-core CPU), share reaching the time limit / tracking: untrained
-    1.00 / 0.37; trained 0.72 / 0.52 after 3000 iterations, 0.78 / 0.71 after 4000, 1.00 /
-    0.87 after 8000 (64 episodes; ``bench/RESULTS.md``). Since the exploration noise is keyed
-    per mesh shard (layout-independent multi-process collection), 4000 iterations give 0.59 /
-    0.71: at 1M env steps the gait is still being learnt and falls vary most between noise
-    draws, so full episodes are only asked to be the majority; tracking is the claim."""
+    Measured beside the reference (bench/RESULTS.md): this preset walked Go2 at its first check,
+    0.26M env steps, on three seeds (98-100% of episodes to the time limit, tracking 0.90+); here
+    (seed 0, 32 episodes) standing scores 1.00 / 0.54 and the trained policy 1.00 / 0.84."""
     import jax
 
     from unilab_jax.envs.episodes import mujoco_episodes
@@ -79,26 +76,24 @@ def test_td3_on_go1_with_c_mujoco_tracks_the_velocity_command_where_standing_can
     from unilab_jax.envs.vec_env import MujocoVecEnv
     from unilab_jax.training.presets import preset_configs
 
-    try:
-        robot_mjcf_path("go1")
-    except RobotAssetError as err:
-        pytest.skip(str(err))
     config, algo = preset_configs(
-        "Go1JoystickFlat",
-        "td3",
+        "Go2JoystickFlat",
+        "sac",
         "cpu",
-        train=dict(num_envs=256, max_iterations=4000, log_interval=250, eval_envs=0, seed=0),
+        train=dict(num_envs=256, max_iterations=1000, log_interval=250, eval_envs=0, seed=0),
     )
     assert config.physics == "mujoco"
     trainer = Trainer(config, algo)
     result = train(config, trainer=trainer, quiet=True)
     act = jax.jit(trainer.agent.act)
-    vec = MujocoVecEnv(make_task("Go1JoystickFlat"), "Go1JoystickFlat", 32, seed=1)
+    task = make_task("Go2JoystickFlat")
+    tracking = task.velocity_tracking  # its reward component and that component's maximum
+    vec = MujocoVecEnv(task, "Go2JoystickFlat", 32, seed=1)
 
     def walking(agent_state):
         ep = mujoco_episodes(vec, act, agent_state, seed=1)
-        tracking = float(np.mean(ep["components"]["reward/tracking_lin_vel"]))
-        return float(np.mean(ep["time_limit"])), tracking
+        share = np.mean(ep["components"][f"reward/{tracking.component}"]) / tracking.max_per_step
+        return float(np.mean(ep["time_limit"])), float(share)
 
     try:
         standing = walking(trainer.agent.init(jax.random.PRNGKey(0)))
@@ -106,12 +101,13 @@ def test_td3_on_go1_with_c_mujoco_tracks_the_velocity_command_where_standing_can
     finally:
         vec.close()
         trainer.close()
-    print(f"go1 td3 on C MuJoCo: standing {standing}, trained {trained}")
-    assert standing[0] == 1.0 and standing[1] < 0.45  # stands all episodes, tracks poorly
-    assert trained[1] >= standing[1] + GO1_TRACKING_MARGIN, "does not follow the command"
-    assert trained[0] >= 0.5, "falls too often"
+    print(f"go2 sac on C MuJoCo: standing {standing}, trained {trained}")
+    assert standing[0] == 1.0 and standing[1] < 0.6  # stands all episodes, tracks poorly
+    assert trained[1] >= max(standing[1] + GO2_TRACKING_MARGIN, 0.75), "does not follow"
+    assert trained[0] >= 0.9, "falls too often"
 
 
 # How far above a standing policy's linear-velocity tracking (per step, as a share of its
-# maximum) the trained Go1 must be.
-GO1_TRACKING_MARGIN = 0.2
+# maximum) the trained Go2 must be. Measured (seed 0, 2-core CPU, 32 episodes): standing 1.00 /
+# 0.54 (Go2's commands are often small), trained 1.00 / 0.84 after 1000 iterations.
+GO2_TRACKING_MARGIN = 0.2

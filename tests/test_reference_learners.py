@@ -67,6 +67,7 @@ from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.flash_sac.learner import FlashSACLearner
 from unilab.algos.torch.flash_sac.networks import RewardStatistics
 from unilab.algos.torch.flash_sac.reference_names import our_name
+from unilab.algos.torch.hora.sac_learner import HoraSACLearner
 from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.flash_sac import make_flash_sac
 from unilab_jax.algos.normalizer import NORMALIZER_EPS, NormalizerState
@@ -367,7 +368,7 @@ def sac_batch(golden: Golden) -> dict[str, torch.Tensor]:
     # Deliberate difference (symmetry): our update trains on the first half of the rows it is
     # given plus their mirrors; the reference doubled the whole batch. Given [batch; batch],
     # ours trains on exactly the reference's [batch; mirror(batch)].
-    if golden.kwargs["use_symmetry"]:
+    if golden.kwargs.get("use_symmetry"):
         return {k: torch.cat([v, v]) for k, v in golden.batch.items()}
     return golden.batch
 
@@ -386,8 +387,8 @@ def run_sac_facade(learner, golden, snapshot):
 @functools.cache
 def sac_agent_fns(case: str):
     golden = load_golden(case)
-    learner = build_sac(golden)
-    mirror = sac_mirror(golden) if golden.kwargs["use_symmetry"] else None
+    learner = CASES[case].build(golden)  # FastSAC's, or HORA-SAC's (make_sac reads its config)
+    mirror = sac_mirror(golden) if golden.kwargs.get("use_symmetry") else None
     agent = make_sac(learner.config, learner.obs_dim, learner.critic_obs_dim, learner.action_dim,
                      mirror=mirror)  # fmt: skip
     return jax.jit(agent.update_critic), jax.jit(agent.update_actor), jax.jit(agent.update_target)
@@ -417,6 +418,45 @@ def sac_metrics(golden: Golden, call: str) -> dict[str, float]:
 
 
 SAC = Case(build_sac, SAC_NAMES, run_sac_facade, run_sac_core, sac_metrics)
+
+
+# HORA-SAC ------------------------------------------------------------------------------------
+
+# The reference's HoraSACActor names its modules actor_trunk / action_mean_head /
+# action_logstd_head; ours (FastSAC's actor with the privileged encoder) net / fc_mu /
+# fc_logstd. priv_encoder is named alike; the recorded case has no projection layer (its
+# encoder ends at the embedding's width, as the recipe's 256-128-9 does).
+_HORA_RENAMES = (
+    ("actor.actor_trunk.", "actor.net."),
+    ("actor.action_mean_head.", "actor.fc_mu."),
+    ("actor.action_logstd_head.", "actor.fc_logstd."),
+)
+
+
+def _hora_name(name: str) -> str:
+    for ref, ours in _HORA_RENAMES:
+        if name.startswith(ref):
+            return ours + name[len(ref) :]
+    return name
+
+
+HORA_NAMES = Names(table=_hora_name, optimizers=SAC_NAMES.optimizers)
+
+
+def build_hora(golden: Golden) -> HoraSACLearner:
+    given = golden.kwargs
+    assert not given["use_amp"] and not given["use_compile"]
+    renamed = {
+        "obs_normalization": False,
+        "priv_mlp_hidden_dims": tuple(given["priv_mlp_hidden_dims"]),
+    }
+    learner = HoraSACLearner(**_accepting(HoraSACLearner, given, renamed, set()))
+    assert learner.target_entropy == golden.meta["target_entropy"]
+    load_reference_state(learner, HORA_NAMES, golden.states["before"])
+    return learner
+
+
+HORA = Case(build_hora, HORA_NAMES, run_sac_facade, run_sac_core, sac_metrics)
 
 
 # FastTD3 -------------------------------------------------------------------------------------
@@ -719,7 +759,13 @@ def run_case(case: Case, name: str, backend: str) -> Errors:
     return errors
 
 
-CASES = {"fast_sac": SAC, "fast_sac_symmetry": SAC, "fast_td3": TD3, "flash_sac": FLASH}
+CASES = {
+    "fast_sac": SAC,
+    "fast_sac_symmetry": SAC,
+    "fast_td3": TD3,
+    "flash_sac": FLASH,
+    "hora_sac": HORA,
+}
 
 
 @pytest.mark.parity

@@ -46,7 +46,8 @@ class TrainConfig:
     env: str = "PendulumSwingup"
     """Registered task name (see ``unilab_jax.envs.registered_names()``)."""
     algo: str = "sac"
-    """``"sac"`` (FastSAC), ``"td3"`` (FastTD3) or ``"flash_sac"`` (FlashSAC)."""
+    """``"sac"`` (FastSAC), ``"td3"`` (FastTD3), ``"flash_sac"`` (FlashSAC) or ``"hora_sac"``
+    (HORA-SAC: FastSAC whose actor also reads the task's privileged critic values)."""
     num_envs: int = 4096
     """Parallel environments, over all devices."""
     replay_buffer_n: int = 1024
@@ -218,6 +219,11 @@ class TrainConfig:
                                     or threads <= 0):  # fmt: skip
             raise ConfigError(f"physics_threads must be a positive integer, got {threads!r}")
         if self.physics == "mjx":
+            from unilab_jax.envs.registry import mjx_refusal  # the task's class, not built
+
+            refusal = mjx_refusal(self.env)
+            if refusal is not None:
+                raise ConfigError(refusal)
             if self.collection != "sync":
                 raise ConfigError(
                     f"collection {self.collection!r} needs physics 'mujoco' (MJX collects inside "

@@ -1,5 +1,6 @@
 """Record golden files of one learner update from the REAL reference UniLab's off-policy learners
-(``unilabsim/UniLab`` @ 9aa57115): FastSAC (with and without symmetry), FastTD3 and FlashSAC.
+(``unilabsim/UniLab`` @ 9aa57115): FastSAC (with and without symmetry), FastTD3, FlashSAC and
+HORA-SAC (FastSAC whose actor encodes the critic observation's privileged tail).
 
 Runs ONLY in the reference's own virtual environment (its top-level package is also called
 ``unilab``; never import this file from our test suite)::
@@ -342,6 +343,66 @@ def build_fast_sac(use_symmetry: bool, generator) -> tuple[Case, dict[str, Any],
     return case, kwargs, extra
 
 
+def build_hora_sac(generator) -> tuple[Case, dict[str, Any], dict]:
+    """HORA-SAC (``unilab.algos.torch.hora.sac_learner.HoraSACLearner``): FastSAC's case with
+    the privileged actor, whose encoder reads the critic's last ``CRITIC - OBS`` columns. The
+    encoder's widths end at the embedding's (16, 4 -> embedding 4), as the recipe's 256-128-9
+    does (no projection layer)."""
+    import torch
+
+    from unilab.algos.torch.hora.sac_learner import HoraSACLearner
+
+    kwargs: dict[str, Any] = dict(
+        obs_dim=OBS,
+        critic_obs_dim=CRITIC,
+        priv_info_dim=CRITIC - OBS,
+        action_dim=ACT,
+        device="cpu",
+        actor_hidden_dim=32,
+        priv_info_embed_dim=4,
+        priv_mlp_hidden_dims=[16, 4],
+        gamma=0.97,
+        tau=0.125,
+        actor_lr=4.5e-4,
+        critic_lr=4.5e-4,
+        alpha_lr=3e-4,
+        alpha_init=0.001,
+        target_entropy_ratio=0.0,
+        critic_hidden_dim=64,
+        num_atoms=21,
+        v_min=-20.0,
+        v_max=20.0,
+        num_q_networks=2,
+        use_layer_norm=True,
+        log_std_max=0.0,
+        log_std_min=-5.0,
+        weight_decay=0.001,
+        max_grad_norm=0.0,
+        use_autotune=True,
+        use_amp=False,
+        use_compile=False,
+    )
+    learner = HoraSACLearner(**kwargs)
+    perturb_(learner.actor, generator, 0.05)
+    perturb_(learner.qnet, generator, 0.05)
+    learner.qnet_target.load_state_dict(learner.qnet.state_dict())
+    perturb_(learner.qnet_target, generator, 0.02)
+    with torch.no_grad():
+        learner.log_alpha.fill_(math.log(0.05))
+    case = Case(
+        "hora_sac",
+        learner,
+        {"actor": learner.actor, "qnet": learner.qnet, "qnet_target": learner.qnet_target},
+        {"log_alpha": lambda: learner.log_alpha},
+        {
+            "actor_optimizer": (learner.actor_optimizer, param_names("actor", learner.actor)),
+            "q_optimizer": (learner.q_optimizer, param_names("qnet", learner.qnet)),
+            "alpha_optimizer": (learner.alpha_optimizer, {id(learner.log_alpha): "log_alpha"}),
+        },
+    )
+    return case, kwargs, {"target_entropy": learner.target_entropy}
+
+
 def build_symmetry() -> tuple[Any, dict[str, Any]]:
     """The reference's G1 augmentation on a four-actuator model, and its signed permutations."""
     import mujoco
@@ -651,6 +712,7 @@ def main() -> None:
         "fast_sac_symmetry": (lambda g: build_fast_sac(True, g), 2),
         "fast_td3": (build_fast_td3, 3),
         "flash_sac": (build_flash_sac, 4),
+        "hora_sac": (build_hora_sac, 5),
     }
     for name, (build, seed) in builders.items():
         torch.manual_seed(seed)

@@ -58,9 +58,11 @@ LEARN_ITERATIONS = {("sac", "mujoco"): 700, ("td3", "mujoco"): 600}
 def test_learn_improves_pendulum_return(algo, sim_backend, tmp_path):
     """Turns a ~50 policy into a >= 130 one (pendulum): both torch learners on the torch path.
     On "mjx" the facade hands ``learner.config`` itself (no keyword relayed) and its weights to
-    the JAX trainer, whose learning ``tests/test_learning.py`` proves (SAC on this pendulum, TD3
-    walking Go1); ``test_offpolicy_jax_backend.py`` proves that dispatch for both algorithms
-    (weights trained, written back, checkpoints loading), so it is not repeated here."""
+    the JAX trainer, whose learning ``tests/test_learning.py`` proves for SAC (this pendulum, and
+    walking the reference's Go2; TD3's core update equals the torch one learning here,
+    ``tests/test_reference_learners.py``); ``test_offpolicy_jax_backend.py`` proves that
+    dispatch for both algorithms (weights trained, written back, checkpoints loading), so it is
+    not repeated here."""
     nets = dict(actor_hidden_dim=64, critic_hidden_dim=128, v_min=-5.0, v_max=40.0)
     # The core's hyperparameters (the facade's class defaults are the reference's).
     config = get_torch_algo(algo).core.config_cls(**nets)

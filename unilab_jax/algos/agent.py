@@ -4,17 +4,22 @@
 - `Agent`: the pure functions `make_sac` / `make_td3` build; the training loop calls nothing
   else, so a new algorithm is a new `make_*` returning an `Agent` (and a row in
   `unilab_jax.algos.registry.ALGOS`).
+- `actor_observation`: what an agent's `explore` / `act` read from an env observation dict: the
+  actor's group, and for a privileged actor (HORA-SAC) the critic group's columns beyond it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import flax.struct
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["Agent", "AgentState", "ExploreState", "Transition"]
+__all__ = ["Agent", "AgentState", "ExploreState", "Transition", "actor_observation", "observer"]
 
 Array = jax.Array
 Key = jax.Array
@@ -59,3 +64,28 @@ class Agent(NamedTuple):
     # device's envs) -> state; None when the algorithm keeps no per-env statistics of rewards
     # (FlashSAC scales rewards by each env's discounted return).
     observe_rewards: Callable[[AgentState, Array, Array], AgentState] | None = None
+    # The critic observation's trailing columns the actor also reads (HORA-SAC's privileged
+    # values: `critic[..., obs_dim:]`); 0 for an actor of the observation alone. `explore` and
+    # `act` then take `actor_observation(agent, obs)`, `[N, obs_dim + privileged_dim]`.
+    privileged_dim: int = 0
+
+
+def actor_observation(agent: Agent, obs: Mapping[str, Array]) -> Array:
+    """The actor's input from an env observation dict (``{"obs", "critic"}``): ``obs["obs"]``,
+    followed by the critic group's last ``agent.privileged_dim`` columns for a privileged
+    actor."""
+    if not agent.privileged_dim:
+        return obs["obs"]
+    critic = obs["critic"]
+    tail = critic[..., critic.shape[-1] - agent.privileged_dim :]
+    xp = np if isinstance(critic, np.ndarray) and isinstance(obs["obs"], np.ndarray) else jnp
+    return xp.concatenate([obs["obs"], tail], axis=-1)
+
+
+def observer(agent: Agent) -> Callable[[Mapping[str, Array]], Array] | None:
+    """What the evaluation loops (``make_evaluate``, ``mujoco_episodes``) read from an
+    observation dict for ``agent``: None (their default, the ``"obs"`` group) for an actor of
+    the observation alone, else ``actor_observation`` bound to the agent."""
+    if not agent.privileged_dim:
+        return None
+    return functools.partial(actor_observation, agent)

@@ -44,6 +44,7 @@ from unilab_jax.algos.gradients import gradient_step, polyak_update, row_normal
 from unilab_jax.algos.normalizer import (
     init_normalizer,
     normalize,
+    normalize_tail,
     normalize_transition,
     update_agent_normalizers,
 )
@@ -77,7 +78,9 @@ _LOG_2PI = math.log(2.0 * math.pi)
 class Parts(NamedTuple):
     """What a learner's pure functions are built from (its maker's arguments, modules and
     optimisers). `alpha_opt`: the temperature's (the SACs); `augment`: the symmetry
-    augmentation of `prepare_batch`; `num_envs`: the run's envs (FlashSAC's reward scaling)."""
+    augmentation of `prepare_batch`; `num_envs`: the run's envs (FlashSAC's reward scaling);
+    `privileged_dim`: the critic observation's trailing columns a privileged actor also reads
+    (HORA-SAC; `Agent.privileged_dim`)."""
 
     config: Any
     networks: Any
@@ -90,11 +93,13 @@ class Parts(NamedTuple):
     alpha_opt: optax.GradientTransformation | None = None
     augment: Callable[[Transition], Transition] | None = None
     num_envs: int = 1
+    privileged_dim: int = 0
 
     @property
     def dims(self) -> tuple[int, int, int]:
-        """`(obs_dim, critic_dim, action_dim)`."""
-        return self.obs_dim, self.critic_dim, self.action_dim
+        """`(actor input width, critic_dim, action_dim)`: the actor's input is the observation
+        and, for a privileged actor, the critic's last `privileged_dim` columns."""
+        return self.obs_dim + self.privileged_dim, self.critic_dim, self.action_dim
 
 
 def bind(name: str, fn: Callable, *args: Any, **kwargs: Any) -> Callable:
@@ -117,6 +122,7 @@ def make_agent(parts: Any, *functions: Callable, **more: Callable) -> Agent:
     names = ("init", "init_explore", "explore", "act", "update_critic", "update_actor")
     bound = {**dict(zip(names, functions, strict=True)), **more}
     return Agent(
+        privileged_dim=getattr(parts, "privileged_dim", 0),
         update_target=bind("update_target", update_target, tau=config.tau),
         update_normalizers=bind(
             "update_normalizers", update_normalizers, enabled=enabled, axis_name=parts.axis_name
@@ -127,7 +133,7 @@ def make_agent(parts: Any, *functions: Callable, **more: Callable) -> Agent:
 
 def init_networks(networks: Any, key: jax.Array, batch: int, dims: tuple[int, int, int]):
     """`(actor variables, critic variables)` of `networks` initialised from `key` on zero
-    inputs of `batch` rows; `dims`: `(obs_dim, critic_dim, action_dim)`."""
+    inputs of `batch` rows; `dims`: `(actor input width, critic_dim, action_dim)`."""
     obs_dim, critic_dim, action_dim = dims
     actor_key, critic_key = jax.random.split(key)
     actor = networks.actor.init(actor_key, jnp.zeros((batch, obs_dim)))
@@ -159,9 +165,16 @@ def init_state(cls: type, parts: Parts, actor_params: Any, critic_params: Any, *
 
 
 def apply_actor(parts: Parts, state: Any, obs: Array) -> Any:
-    """The actor's output on `obs`, normalised first when `config.obs_normalization`."""
+    """The actor's output on its input `obs` (`actor_observation`), normalised first when
+    `config.obs_normalization`: the observation's columns with the actor's statistics, a
+    privileged actor's trailing columns with the critic's statistics of those columns (as
+    `prepare_batch` normalises them for the losses)."""
     if parts.config.obs_normalization:
-        obs = normalize(state.obs_normalizer, obs)
+        own = normalize(state.obs_normalizer, obs[..., : parts.obs_dim])
+        if parts.privileged_dim:
+            tail = normalize_tail(state.critic_normalizer, obs[..., parts.obs_dim :])
+            own = jnp.concatenate([own, tail], axis=-1)
+        obs = own
     return parts.networks.actor.apply(state.actor_params, obs)
 
 
@@ -209,7 +222,9 @@ def train_member(
     (`prepare_batch`). `noise`: `(argument name, key, draw or None)` of a loss that takes a
     standard normal `[B, A]` draw (`draw_noise`, `B` the prepared rows)."""
     config = parts.config
-    batch = prepare_batch(state, batch, parts.augment, config.obs_normalization)
+    batch = prepare_batch(
+        state, batch, parts.augment, config.obs_normalization, parts.privileged_dim
+    )
     if noise is not None:
         name, key, draw = noise
         inputs[name] = draw_noise(parts, key, batch.rewards.shape[0], draw)
@@ -235,14 +250,27 @@ def step_alpha(
 
 
 def prepare_batch(
-    state: Any, batch: Transition, augment: Callable[[Transition], Transition], normalise: bool
+    state: Any,
+    batch: Transition,
+    augment: Callable[[Transition], Transition],
+    normalise: bool,
+    privileged_dim: int = 0,
 ) -> Transition:
     """Mirror the raw rows (`augment`, the identity without symmetry), then normalise them with
-    the state's `obs_normalizer` / `critic_normalizer` when `normalise`."""
+    the state's `obs_normalizer` / `critic_normalizer` when `normalise`. With `privileged_dim`
+    the actor's rows (`obs`, `next_obs`) are then its inputs: each followed by the (normalised)
+    critic row's last `privileged_dim` columns, so the losses apply the actor to them as to any
+    observation."""
     batch = augment(batch)
-    if not normalise:
+    if normalise:
+        batch = normalize_transition(state.obs_normalizer, state.critic_normalizer, batch)
+    if not privileged_dim:
         return batch
-    return normalize_transition(state.obs_normalizer, state.critic_normalizer, batch)
+    tail = lambda critic: critic[..., critic.shape[-1] - privileged_dim :]  # noqa: E731
+    return batch.replace(
+        obs=jnp.concatenate([batch.obs, tail(batch.critic)], axis=-1),
+        next_obs=jnp.concatenate([batch.next_obs, tail(batch.next_critic)], axis=-1),
+    )
 
 
 def support(config: Any) -> Array:

@@ -15,6 +15,7 @@ from unilab_jax.errors import ConfigError
 
 __all__ = [
     "FlashSACConfig",
+    "HoraSACConfig",
     "SACConfig",
     "TD3Config",
     "check_common_settings",
@@ -142,6 +143,37 @@ class SACConfig:
             "two Adam decay rates in [0, 1)",
         )
         _require_below(self, "log_std_min", "log_std_max")
+
+
+@dataclasses.dataclass(frozen=True)
+class HoraSACConfig(SACConfig):
+    """HORA-SAC: FastSAC whose actor also reads the privileged values, the critic observation's
+    columns beyond the actor's, through an encoder (the reference's ``runtime_impl: hora_sac``;
+    defaults are its ``HoraSACActor``'s). Everything else is FastSAC's."""
+
+    priv_embed_dim: int = 9
+    """Width of the privileged values' embedding (tanh) that joins the actor's observation."""
+    priv_hidden_dims: tuple[int, ...] = (256, 128, 9)
+    """The privileged encoder's widths (Dense -> LayerNorm -> SiLU each); a projection to
+    `priv_embed_dim` follows when the last width differs."""
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` naming the first setting that cannot work."""
+        super().validate()
+        _require_int(self, "priv_embed_dim", 1)
+        dims = self.priv_hidden_dims
+        _require(
+            isinstance(dims, tuple) and len(dims) > 0
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims),
+            "priv_hidden_dims", dims, "a non-empty tuple of positive widths",
+        )  # fmt: skip
+        _require(
+            not self.use_symmetry,
+            "use_symmetry",
+            self.use_symmetry,
+            "False for HORA-SAC (a mirror map has no mirror of the privileged values; the "
+            "reference refuses it too)",
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,10 @@ Shapes follow the reference: hidden widths `H -> H/2 -> H/4` (integer division).
 
 - `SACActor`: (Dense -> LayerNorm -> SiLU) x 3, zero-initialised `mu` / `log_std` heads;
   returns `(mean, log_std)` before the tanh squash (see `sac.py` for sampling).
+- `PrivilegedSACActor`: HORA-SAC's actor (the reference's `HoraSACActor`): an encoder of the
+  privileged values ((Dense -> LayerNorm -> SiLU) per width, 256-128-9, a projection when its
+  last width is not the embedding's, tanh) whose embedding joins the observation into
+  `SACActor`'s trunk and heads.
 - `TD3Actor`: (Dense -> ReLU) x 3 -> Dense (kernel ~ N(0, init_scale), bias 0) -> tanh.
 - `CriticEnsemble`: `num_critics` independent C51 Q-networks on `concat(critic_obs, action)`
   -> `[E, ..., K]` logits, parameters batched over a leading member axis E.
@@ -26,6 +30,7 @@ import jax.numpy as jnp
 __all__ = [
     "CriticEnsemble",
     "MLP",
+    "PrivilegedSACActor",
     "SACActor",
     "TD3Actor",
     "hidden_widths",
@@ -76,6 +81,23 @@ class MLP(nn.Module):
         return x
 
 
+def _gaussian_heads(
+    x: Array, action_dim: int, log_std_min: float, log_std_max: float
+) -> tuple[Array, Array]:
+    """The tanh-Gaussian policy's zero-initialised heads on the trunk's output `x`:
+    `(mean, log_std)`, each `[..., A]` (the initial policy: mean 0, log_std at the range's
+    midpoint)."""
+    zeros = nn.initializers.zeros
+    mean = nn.Dense(action_dim, kernel_init=zeros, bias_init=zeros, name="mu")(x)
+    raw_log_std = nn.Dense(action_dim, kernel_init=zeros, bias_init=zeros, name="log_std")(x)
+    half_range = 0.5 * (log_std_max - log_std_min)
+    log_std = log_std_min + half_range * (jnp.tanh(raw_log_std) + 1.0)
+    # The reference's NaN guards: mean clamped to +-10, NaN mean -> 0, NaN log_std -> min.
+    mean = jnp.nan_to_num(jnp.clip(mean, -10.0, 10.0), nan=0.0)
+    log_std = jnp.nan_to_num(log_std, nan=log_std_min)
+    return mean, log_std
+
+
 class SACActor(nn.Module):
     """Tanh-Gaussian policy trunk: `obs [..., obs_dim] -> (mean, log_std)`, each `[..., A]`."""
 
@@ -88,18 +110,43 @@ class SACActor(nn.Module):
     @nn.compact
     def __call__(self, obs: Array) -> tuple[Array, Array]:
         x = MLP(hidden_widths(self.hidden_dim), nn.silu, self.use_layer_norm, name="trunk")(obs)
-        # Zero-initialised heads: the initial policy is mean 0, log_std at the range midpoint.
-        zeros = nn.initializers.zeros
-        mean = nn.Dense(self.action_dim, kernel_init=zeros, bias_init=zeros, name="mu")(x)
-        raw_log_std = nn.Dense(self.action_dim, kernel_init=zeros, bias_init=zeros, name="log_std")(
-            x
+        return _gaussian_heads(x, self.action_dim, self.log_std_min, self.log_std_max)
+
+
+class PrivilegedSACActor(nn.Module):
+    """HORA-SAC's tanh-Gaussian policy: `[obs | priv] [..., obs_dim + P] -> (mean, log_std)`.
+
+    The input's first `obs_dim` columns are the actor's observation, the rest the privileged
+    values (the critic observation's columns beyond the actor's). `priv_encoder` ((Dense ->
+    [LayerNorm] -> SiLU) per `priv_hidden_dims`, then `priv_projection` to `priv_embed_dim`
+    when the last width differs) and a tanh give the embedding z; `trunk` and the heads are
+    `SACActor`'s on `[obs | z]`. The module names are the reference's (`priv_encoder`,
+    `actor_trunk` as `trunk`, `action_mean_head` as `mu`, `action_logstd_head` as `log_std`).
+    """
+
+    action_dim: int
+    obs_dim: int
+    hidden_dim: int = 512
+    priv_embed_dim: int = 9
+    priv_hidden_dims: tuple[int, ...] = (256, 128, 9)
+    use_layer_norm: bool = True
+    log_std_min: float = -5.0
+    log_std_max: float = 0.0
+
+    @nn.compact
+    def __call__(self, actor_input: Array) -> tuple[Array, Array]:
+        obs, priv = actor_input[..., : self.obs_dim], actor_input[..., self.obs_dim :]
+        encoded = MLP(self.priv_hidden_dims, nn.silu, self.use_layer_norm, name="priv_encoder")(
+            priv
         )
-        half_range = 0.5 * (self.log_std_max - self.log_std_min)
-        log_std = self.log_std_min + half_range * (jnp.tanh(raw_log_std) + 1.0)
-        # The reference's NaN guards: mean clamped to +-10, NaN mean -> 0, NaN log_std -> min.
-        mean = jnp.nan_to_num(jnp.clip(mean, -10.0, 10.0), nan=0.0)
-        log_std = jnp.nan_to_num(log_std, nan=self.log_std_min)
-        return mean, log_std
+        if encoded.shape[-1] != self.priv_embed_dim:
+            encoded = _torch_dense(self.priv_embed_dim, encoded.shape[-1], "priv_projection")(
+                encoded
+            )
+        z = jnp.tanh(encoded)
+        x = jnp.concatenate([obs, z], axis=-1)
+        x = MLP(hidden_widths(self.hidden_dim), nn.silu, self.use_layer_norm, name="trunk")(x)
+        return _gaussian_heads(x, self.action_dim, self.log_std_min, self.log_std_max)
 
 
 class TD3Actor(nn.Module):

@@ -35,6 +35,7 @@ __all__ = [
     "NormalizerState",
     "init_normalizer",
     "normalize",
+    "normalize_tail",
     "normalize_transition",
     "update_agent_normalizers",
     "update_normalizer",
@@ -84,6 +85,14 @@ def update_normalizer(
 def normalize(state: NormalizerState, x: Array) -> Array:
     """`(x - mean) / (sqrt(var) + 1e-2)` over the last axis."""
     return (x - state.mean) / (jnp.sqrt(state.var) + NORMALIZER_EPS)
+
+
+def normalize_tail(state: NormalizerState, x: Array) -> Array:
+    """`normalize` of the last `x.shape[-1]` columns of the statistics' group: `x` holds a
+    group's trailing columns (a privileged actor's share of the critic observation)."""
+    width = x.shape[-1]
+    tail = NormalizerState(mean=state.mean[-width:], var=state.var[-width:], count=state.count)
+    return normalize(tail, x)
 
 
 def normalize_transition(

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from unilab_jax.algos.hyperparams import FlashSACConfig, SACConfig, TD3Config
+from unilab_jax.algos.hyperparams import FlashSACConfig, HoraSACConfig, SACConfig, TD3Config
 from unilab_jax.errors import ConfigError
 
 __all__ = ["ALGOS", "AlgoSpec", "UnknownAlgoError", "get_algo"]
@@ -91,6 +91,17 @@ ALGOS: dict[str, AlgoSpec] = {
             "unilab_jax.algos.flash_sac:make_flash_sac",
             2,
             "unilab_jax.torch.flash_actor:FlashSACActor",
+        ),
+        # FastSAC whose actor also reads the task's privileged values (the reference's
+        # runtime_impl: hora_sac): a task with a critic observation wider than the actor's.
+        AlgoSpec(
+            "hora_sac",
+            "HORA-SAC",
+            "hora_sac",
+            HoraSACConfig,
+            "unilab_jax.algos.sac:make_hora_sac",
+            4,
+            "unilab_jax.torch.actors:PrivilegedSACActor",
         ),
     )
 }

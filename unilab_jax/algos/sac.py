@@ -1,4 +1,5 @@
-"""FastSAC: config, state, losses and the pure update functions (reference §2.1).
+"""FastSAC: config, state, losses and the pure update functions (reference §2.1); and HORA-SAC,
+FastSAC with a privileged actor (`make_hora_sac`).
 
 Per critic step (`update_critic`):
   a', logpi' ~ pi(.|s') from the *current* actor; r' = r - gamma * bootstrap * alpha * logpi'
@@ -19,6 +20,10 @@ Deviations from the reference:
   batch back); raw rows are mirrored, then normalised (`unilab_jax.algos.symmetry`).
 - No AMP or compile options (XLA compiles everything).
 - Per-row noise is drawn from `fold_in(key, global_row)` (see `gradients.row_keys`).
+- HORA-SAC (`make_hora_sac`, the reference's `runtime_impl: hora_sac`): the actor is
+  `PrivilegedSACActor` on `[obs | critic[..., obs_dim:]]` (the privileged values the critic
+  observes beyond the actor); losses, critic, temperature and updates are FastSAC's, the actor
+  rows of a batch being those inputs (`common.prepare_batch`).
   `update_critic` / `update_actor` also take an optional `noise`, the standard normal `[B, A]`
   draw itself (`B` the rows after augmentation, this device's), which then replaces the draw
   from `key`: the seam through which the tests feed the reference's recorded draws.
@@ -53,15 +58,17 @@ from unilab_jax.algos.common import (
     train_member,
 )
 from unilab_jax.algos.gradients import reduce_metrics
-from unilab_jax.algos.hyperparams import SACConfig
-from unilab_jax.algos.networks import CriticEnsemble, SACActor
+from unilab_jax.algos.hyperparams import HoraSACConfig, SACConfig
+from unilab_jax.algos.networks import CriticEnsemble, PrivilegedSACActor, SACActor
 from unilab_jax.algos.normalizer import NormalizerState
 from unilab_jax.algos.symmetry import make_augment
+from unilab_jax.errors import ConfigError
 
 __all__ = [
     "SACConfig",
     "SACNetworks",
     "SACState",
+    "make_hora_sac",
     "make_sac",
     "make_sac_networks",
     "sac_actor_loss",
@@ -83,7 +90,7 @@ _LOG_ACTION_SCALE = math.log(1.0 + 1e-6)
 class SACNetworks(NamedTuple):
     """The flax modules of one FastSAC agent."""
 
-    actor: SACActor
+    actor: SACActor | PrivilegedSACActor
     critic: CriticEnsemble
 
 
@@ -102,15 +109,25 @@ class SACState:
     critic_normalizer: NormalizerState  # critic observation statistics
 
 
-def make_sac_networks(config: SACConfig, action_dim: int) -> SACNetworks:
-    """Build the actor and critic modules from the config."""
-    actor = SACActor(
+def make_sac_networks(config: SACConfig, action_dim: int, obs_dim: int = 0) -> SACNetworks:
+    """Build the actor and critic modules from the config (a `HoraSACConfig`: the privileged
+    actor, whose input's first `obs_dim` columns are the observation)."""
+    actor_settings = dict(
         action_dim=action_dim,
         hidden_dim=config.actor_hidden_dim,
         use_layer_norm=config.use_layer_norm,
         log_std_min=config.log_std_min,
         log_std_max=config.log_std_max,
     )
+    if isinstance(config, HoraSACConfig):
+        actor = PrivilegedSACActor(
+            obs_dim=obs_dim,
+            priv_embed_dim=config.priv_embed_dim,
+            priv_hidden_dims=tuple(config.priv_hidden_dims),
+            **actor_settings,
+        )
+    else:
+        actor = SACActor(**actor_settings)
     critic = CriticEnsemble(
         num_critics=config.num_q_networks,
         num_atoms=config.num_atoms,
@@ -228,9 +245,10 @@ def make_sac(
     """
     del num_envs
     b1, b2 = config.betas
+    privileged_dim = critic_dim - obs_dim if isinstance(config, HoraSACConfig) else 0
     parts = Parts(
         config=config,
-        networks=make_sac_networks(config, action_dim),
+        networks=make_sac_networks(config, action_dim, obs_dim),
         obs_dim=obs_dim,
         critic_dim=critic_dim,
         action_dim=action_dim,
@@ -239,9 +257,33 @@ def make_sac(
         alpha_opt=optax.adam(config.alpha_lr, b1=b1, b2=b2),
         augment=make_augment(config.use_symmetry, mirror, obs_dim, critic_dim, action_dim),
         axis_name=axis_name,
+        privileged_dim=privileged_dim,
     )
     functions = _init, _init_explore, _explore, _act, _update_critic, _update_actor
     return make_agent(parts, *functions)
+
+
+def make_hora_sac(
+    config: HoraSACConfig,
+    obs_dim: int,
+    critic_dim: int,
+    action_dim: int,
+    axis_name: str | None = None,
+    mirror: MirrorMap | None = None,
+    num_envs: int | None = None,
+) -> Agent:
+    """HORA-SAC: `make_sac` with the privileged actor, which reads the critic observation's
+    columns beyond the actor's (`critic_dim - obs_dim` of them, the task's privileged values).
+    A task whose critic observes nothing beyond the actor is refused (`ConfigError`)."""
+    if not isinstance(config, HoraSACConfig):
+        raise ConfigError(f"HORA-SAC takes a HoraSACConfig, not {type(config).__name__}")
+    if critic_dim <= obs_dim:
+        raise ConfigError(
+            f"HORA-SAC's actor reads the critic observation's columns beyond the actor's, and "
+            f"this task has none (actor {obs_dim}, critic {critic_dim}); use --algo sac, or a "
+            "task with privileged critic values (SharpaInhandRotation)"
+        )
+    return make_sac(config, obs_dim, critic_dim, action_dim, axis_name, mirror, num_envs)
 
 
 def _init(parts: Parts, key: jax.Array) -> SACState:

@@ -18,6 +18,7 @@ COMMANDS = {
     "export": "a trained policy as a torch, TorchScript or ONNX file",
     "plot": "learning curves of runs",
     "convert-motion": "a motion clip into the reference's format, joints and bodies by name",
+    "sharpa-grasps": "SharpaInhandRotation's grasp caches, collected with the reference's rule",
 }
 
 

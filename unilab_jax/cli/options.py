@@ -31,8 +31,14 @@ def documented(
     hides its field, which keeps the default's value); ``types`` replace some fields' types
     on the command line (a ``Literal`` of a registry's names: tyro shows and checks the
     choices); ``metavars`` name some fields' values in the help."""
+    docs: dict[str, str | None] = {}
     with _no_collection():
-        docs = {p.arg_name: p.description for p in docstring_parser.parse_from_object(cls).params}
+        # The class's own field docstrings over its bases' (a subclass of a config, such as
+        # HoraSACConfig of SACConfig, documents only the fields it adds).
+        for base in reversed(cls.__mro__):
+            if dataclasses.is_dataclass(base):
+                parsed = docstring_parser.parse_from_object(base).params
+                docs.update({p.arg_name: p.description for p in parsed if p.description})
     docs.update(helps)
     hints = {**typing.get_type_hints(cls, include_extras=True), **(types or {})}
     metavars = metavars or {}

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
-from unilab_jax.algos.agent import Agent, Transition
+from unilab_jax.algos.agent import Agent, Transition, actor_observation
 from unilab_jax.config import ConfigError, TrainConfig
 from unilab_jax.distributed import processes
 from unilab_jax.envs.vec_env import MujocoVecEnv
@@ -152,7 +152,7 @@ class Collector:
         for key in keys:
             obs = vec.state.obs
             with jax.default_device(self.device):
-                actions = self._act(policy, obs["obs"], key)
+                actions = self._act(policy, actor_observation(self.agent, obs), key)
             try:
                 nxt = vec.step(actions)
             except FloatingPointError as err:

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from unilab_jax.algos.agent import Agent
+from unilab_jax.algos.agent import Agent, observer
 from unilab_jax.collection.compiling import Background
 from unilab_jax.collection.step import (
     TrainState,
@@ -81,7 +81,7 @@ class MjxCollection:
         background thread; the first evaluation waits only for what is left."""
         if num_envs in self.evaluators:
             return
-        fn = make_evaluate(self.env, self.agent.act, num_envs)
+        fn = make_evaluate(self.env, self.agent.act, num_envs, observer(self.agent))
         # Shapes and shardings now: the step donates (deletes) the state's buffers later.
         agent = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), agent_state
@@ -101,7 +101,7 @@ class MjxCollection:
         fresh MJX envs (compiled once per ``num_envs``)."""
         evaluator = self.evaluators.get(num_envs)
         if evaluator is None:
-            evaluator = make_evaluate(self.env, self.agent.act, num_envs)
+            evaluator = make_evaluate(self.env, self.agent.act, num_envs, observer(self.agent))
         if isinstance(evaluator, Background):
             evaluator = evaluator.result()
         self.evaluators[num_envs] = evaluator

@@ -64,7 +64,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from unilab_jax.algos.agent import Agent, Transition
+from unilab_jax.algos.agent import Agent, Transition, observer
 from unilab_jax.collection.collector import (
     Collector,
     collector_device,
@@ -319,7 +319,9 @@ class MujocoCollection:
                                nthread=self.threads, device=self.device,
                                rows=(first, num_envs))  # fmt: skip
             self._eval_envs[num_envs] = vec
-        episodes = mujoco_episodes(vec, self._act, _local(agent_state), seed)
+        episodes = mujoco_episodes(
+            vec, self._act, _local(agent_state), seed, observe=observer(self.agent)
+        )
         sums = np.array([episodes["returns"].sum(), episodes["lengths"].sum()], np.float64)
         if processes.is_multiprocess() and vec.num_envs < num_envs:
             from jax.experimental import multihost_utils

@@ -33,7 +33,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh
 from jax.sharding import PartitionSpec as P
 
-from unilab_jax.algos.agent import Agent, Transition
+from unilab_jax.algos.agent import Agent, Transition, actor_observation
 from unilab_jax.collection.replay import ReplayState, init_replay, replay_insert, replay_sample
 from unilab_jax.config import TrainConfig
 from unilab_jax.envs import Env, EnvState
@@ -152,7 +152,8 @@ def _collect(config: TrainConfig, env: Env, agent: Agent, ts: TrainState, key: j
     def env_step(carry, k):
         env_state, explore, prev_done, ep_ret, ep_len, replay = carry
         with jax.named_scope("explore"):
-            actions, explore = agent.explore(ts.agent, explore, env_state.obs["obs"], prev_done, k)
+            seen = actor_observation(agent, env_state.obs)
+            actions, explore = agent.explore(ts.agent, explore, seen, prev_done, k)
         with jax.named_scope("env_step"):
             nxt = step_env(env_state, actions)
         with jax.named_scope("replay_insert"):
@@ -421,18 +422,23 @@ def make_train_step(
     return jax.jit(sharded, donate_argnums=0)
 
 
-def make_evaluate(env: Env, act: Callable, num_envs: int) -> Callable:
+def make_evaluate(
+    env: Env, act: Callable, num_envs: int, observe: Callable | None = None
+) -> Callable:
     """``evaluate(agent_state, key) -> (mean_return, returns [num_envs], lengths [num_envs])``:
     one full episode per env from fresh resets with the deterministic policy
     ``act(agent_state, obs)`` (an ``Agent.act``: SAC's tanh of the mean, TD3's actor without
-    noise). Episodes that terminate early stop accumulating reward and length."""
+    noise) on ``observe(obs dict)`` (default the ``"obs"`` group; a privileged actor's
+    ``functools.partial(actor_observation, agent)``). Episodes that terminate early stop
+    accumulating reward and length."""
 
     def evaluate(agent_state, key: jax.Array):
         state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
 
         def step(carry, _):
             env_state, alive, total, length = carry
-            actions = act(agent_state, env_state.obs["obs"])
+            seen = env_state.obs["obs"] if observe is None else observe(env_state.obs)
+            actions = act(agent_state, seen)
             nxt = env.step_batch(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
             length = length + alive.astype(jnp.int32)

@@ -24,6 +24,7 @@ def mujoco_episodes(
     per_step: Callable[[dict, Any], dict[str, np.ndarray]] | None = None,
     steps: int | None = None,
     positions: bool = False,
+    observe: Callable[[dict], Any] | None = None,
 ) -> dict:
     """One deterministic episode in every env of ``vec`` (C MuJoCo) with ``act(agent_state,
     obs)``, from unstaggered resets keyed by ``seed``; an episode stops counting at termination
@@ -34,7 +35,9 @@ def mujoco_episodes(
     and the step's ``VecEnvState``) adds its own quantities. ``steps`` caps the control steps
     (default: the episode length). ``positions``: also ``qpos`` / ``qvel`` ``[T, N, ...]``
     before each step and ``alive [T, N]`` (play's video), for all ``steps``, and ``reference``
-    ``[T, N, nq]`` for a task that has a pose to match (``Task.reference_qpos``)."""
+    ``[T, N, nq]`` for a task that has a pose to match (``Task.reference_qpos``). ``observe``:
+    what ``act`` reads from an observation dict (default its ``"obs"`` group; a privileged
+    actor's ``functools.partial(actor_observation, agent)``)."""
     device = vec._cpu
     policy = jax.device_put(agent_state, device)
     state = vec.init_state(seed, stagger=False)
@@ -59,7 +62,8 @@ def mujoco_episodes(
                 with jax.default_device(device):
                     frames["reference"].append(np.asarray(reference(vec.task_state)))
         with jax.default_device(device):
-            actions = np.asarray(act(policy, state.obs["obs"]))
+            seen = state.obs["obs"] if observe is None else observe(state.obs)
+            actions = np.asarray(act(policy, seen))
         obs, state = state.obs, vec.step(actions)
         total += np.where(alive, state.reward, 0.0)
         length += alive

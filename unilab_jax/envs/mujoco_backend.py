@@ -28,7 +28,10 @@ Design (why it is built this way):
 * **Same timing of derived fields as MJX.** After ``mj_step`` (and ``mjx.step``) position- and
   velocity-derived fields (``xpos``, ``sensordata``, ...) describe the state *before the last
   substep*; the batch reports them exactly so, so ``observe`` gets the same numbers on both
-  backends. Reset envs get a full ``mj_forward`` (only the reset rows, so it is cheap).
+  backends. Reset envs get a full ``mj_forward`` (only the reset rows, so it is cheap). A task
+  that sets ``Task.post_step_forward`` (the reference's ``post_step_forward_sensor``: a task
+  reading contact sensors) gets one ``mj_forward`` after the step instead, so its derived fields
+  describe the state after the step.
 * **Same episodes as MJX.** ``MujocoVecEnv`` draws resets with
   :func:`~unilab_jax.envs.base.post_physics`, the function ``Env.step`` calls;
   :meth:`MujocoBatchPhysics.init` writes the reset rows into the batch's state (float32 draws,
@@ -200,9 +203,18 @@ class TaskTrace(NamedTuple):
 
 
 def trace_task(task: Task, device: jax.Device) -> TaskTrace:
-    """Trace ``task``'s step on ``device`` (no compute) to learn its fields and output shapes."""
+    """Trace ``task``'s step on ``device`` (no compute) to learn its fields and output shapes.
+
+    A task MJX cannot run (``Task.mjx_unsupported``) is traced on an ``mjx.Data`` of its model
+    with collisions switched off (the fields' shapes are the same; MJX cannot build one for a
+    model whose geom pairs it cannot collide)."""
+    model = task.model
+    if task.mjx_unsupported is not None:
+        model = copy.copy(model)
+        model.geom_contype[:] = 0
+        model.geom_conaffinity[:] = 0
     with jax.default_device(device):
-        template = mjx.make_data(task.model, impl="jax")
+        template = mjx.make_data(model, impl="jax")
         fields = fields_read_by(task, template)
         state = jax.eval_shape(lambda d, k: trace_step(task, d, k), template, jax.random.PRNGKey(0))
     return TaskTrace(template, fields, state)
@@ -232,6 +244,7 @@ class MujocoBatchPhysics:
         model_fields: tuple[str, ...] = (),
         solver_warmstart: bool = True,
         float32_state: bool = False,
+        post_step_forward: bool = False,
     ) -> None:
         nthread = default_nthread() if nthread is None else nthread
         if isinstance(nthread, bool) or not isinstance(nthread, int | np.integer) or nthread < 1:
@@ -257,6 +270,7 @@ class MujocoBatchPhysics:
         self._ctrl = self.batch.bind("ctrl")
         self.solver_warmstart = solver_warmstart
         self.float32_state = float32_state
+        self.post_step_forward = post_step_forward
         self._xfrc = self.batch.bind("xfrc_applied")
         self._warmstart = self.batch.bind("qacc_warmstart")
         self._time = self.batch.bind("time")
@@ -329,6 +343,8 @@ class MujocoBatchPhysics:
             self._warmstart[:] = 0.0
         batch.step(nstep=self.n_frames)
         self._check_physics()
+        if self.post_step_forward:  # derived fields of the state after the step (Task docs)
+            batch.forward(None)
         if self.float32_state:
             for state in (self._time, self._qpos, self._qvel):
                 state[:] = state.astype(np.float32)

@@ -25,13 +25,16 @@ from unilab_jax.envs.base import (
 )
 from unilab_jax.envs.cartpole import CartpoleBalance, CartpoleBalanceConfig
 from unilab_jax.envs.cheetah import CheetahRun, CheetahRunConfig
+from unilab_jax.envs.manipulation.sharpa import SharpaInhandConfig, SharpaInhandRotation
 from unilab_jax.envs.motion.flip import FLIP, WALL_FLIP, G1FlipTracking
 from unilab_jax.envs.motion.tracking import G1MotionTracking, TrackingConfig
 from unilab_jax.envs.motion.tracking_obs import G1WBTObs, WBTObsConfig
+from unilab_jax.envs.mujoco_task_env import MujocoTaskEnv
 from unilab_jax.envs.pendulum import PendulumSwingup, PendulumSwingupConfig
 from unilab_jax.envs.robots.g1 import G1WalkFlat, G1WalkFlatConfig, G1WalkRough
 from unilab_jax.envs.robots.go2 import Go2JoystickFlat, Go2JoystickFlatConfig
 from unilab_jax.envs.robots.quadruped import Go1JoystickFlat, Go1JoystickFlatConfig
+from unilab_jax.errors import ConfigError
 
 __all__ = [
     "UnknownEnvError",
@@ -40,6 +43,8 @@ __all__ = [
     "load",
     "make_task",
     "mirrored_names",
+    "mjx_refusal",
+    "refuse_mjx",
     "register",
     "registered_names",
     "task_family",
@@ -116,6 +121,27 @@ def task_family(name: str) -> str | None:
     return entry.family if entry is not None else None
 
 
+def mjx_refusal(name: str) -> str | None:
+    """Why MJX cannot run the registered task ``name``, as the one line every MJX entry point
+    raises (``Task.mjx_unsupported``, read from the class: nothing is built); None: it can, or
+    ``name`` is not a registered task."""
+    entry = _REGISTRY.get(name)
+    if entry is None or not (isinstance(entry.factory, type) and issubclass(entry.factory, Task)):
+        return None
+    reason = entry.factory.mjx_unsupported
+    if reason is None:
+        return None
+    return f'{name} runs on C MuJoCo only: {reason}; use physics="mujoco"'
+
+
+def refuse_mjx(name: str) -> None:
+    """Raise :class:`~unilab_jax.errors.ConfigError` with :func:`mjx_refusal`'s line when MJX
+    cannot run ``name``."""
+    refusal = mjx_refusal(name)
+    if refusal is not None:
+        raise ConfigError(refusal)
+
+
 def default_config(name: str) -> Any:
     """The default config of a registered environment."""
     return _entry(name).default_config
@@ -127,16 +153,27 @@ def make_task(name: str, config_override: Mapping[str, Any] | None = None) -> Ta
     return entry.factory(apply_config_override(entry.default_config, config_override))
 
 
-def load(name: str, config_override: Mapping[str, Any] | None = None) -> FunctionalEnv:
+def load(
+    name: str, config_override: Mapping[str, Any] | None = None, *, physics: str = "mjx"
+) -> FunctionalEnv:
     """Build the environment ``name`` on MJX physics with optional config field overrides.
 
     ``"playground/<Name>"`` and ``"brax/<name>"`` load a MuJoCo Playground DM Control Suite
     task or a Brax environment through ``unilab_jax.envs.adapters``; other names are registered
     tasks (an :class:`~unilab_jax.envs.base.Env`; unknown names raise ``UnknownEnvError``).
+    A task MJX cannot run (``Task.mjx_unsupported``) is refused in one line before it is built
+    (:func:`mjx_refusal`), unless ``physics="mujoco"``: the env a C MuJoCo run reads the task
+    and its sizes from, which for such a task is a :class:`~unilab_jax.envs.mujoco_task_env.
+    MujocoTaskEnv` (no MJX physics) and for every other task the MJX env as with ``"mjx"``.
     """
     if name.startswith(ADAPTER_PREFIXES):
         return load_adapter(name, config_override)
-    return Env(make_task(name, config_override), name=name)
+    refusal = mjx_refusal(name)
+    if refusal is None:
+        return Env(make_task(name, config_override), name=name)
+    if physics == "mujoco":
+        return MujocoTaskEnv(make_task(name, config_override), name, refusal)
+    raise ConfigError(refusal)  # before the task is built
 
 
 register("PendulumSwingup", PendulumSwingup, PendulumSwingupConfig(), family="dm_control")
@@ -150,3 +187,4 @@ register("G1MotionTrackingSAC", G1MotionTracking, TrackingConfig(), family="trac
 register("G1FlipTrackingSAC", G1FlipTracking, FLIP, family="tracking")
 register("G1WallFlipTrackingSAC", G1FlipTracking, WALL_FLIP, family="tracking")
 register("G1WBTObs", G1WBTObs, WBTObsConfig(), family="tracking")
+register("SharpaInhandRotation", SharpaInhandRotation, SharpaInhandConfig(), family="inhand")

@@ -79,6 +79,16 @@ class Task(abc.ABC):
     #: True: C MuJoCo keeps the integration state (time, qpos, qvel) in float32 between control
     #: steps, rounding it after each, as the reference's batched pool does (MJX is float32).
     float32_state: bool = False
+    #: True: C MuJoCo runs ``mj_forward`` after a control step's last substep, so that the
+    #: derived fields the task reads (``sensordata``, ``xpos``, ...) describe the state after the
+    #: step, as the reference's ``post_step_forward_sensor`` does, instead of the state before the
+    #: last substep (``mj_step``'s and MJX's timing). C MuJoCo only; one more ``mj_forward`` a step.
+    post_step_forward: bool = False
+    #: Why MJX cannot run the task, one clause (e.g. "MJX refuses its contact sensors with
+    #: net-force reduction"); None (default): it runs on both physics backends. A task that names
+    #: one runs on C MuJoCo only: MJX is refused in one line before anything is built or compiled
+    #: (``registry.mjx_refusal``: ``load``, ``make(..., sim_backend="mjx")``, ``TrainConfig``).
+    mjx_unsupported: ClassVar[str | None] = None
 
     def __init__(self, config: Any, model: mujoco.MjModel | None = None) -> None:
         self.config = config
@@ -188,6 +198,12 @@ class Task(abc.ABC):
     def data_description(self) -> dict[str, Any] | None:
         """The data the task was built from (a motion tracker's clips), JSON-serialisable, for
         an exported policy's metadata; None (default): none."""
+        return None
+
+    def privileged_values(self) -> dict[str, slice] | None:
+        """The privileged values the critic observation ends with, by name, as slices of that
+        tail (what a privileged actor reads and a deployed policy cannot observe); None
+        (default): not named."""
         return None
 
     def start_episode(self, data: Any, task_state: dict[str, jax.Array]) -> dict[str, jax.Array]:

@@ -49,7 +49,7 @@ from typing import Any
 import jax
 
 from unilab_jax.envs.adapters import ADAPTER_PREFIXES, load_adapter
-from unilab_jax.envs.registry import make_task, registered_names
+from unilab_jax.envs.registry import make_task, refuse_mjx, registered_names
 from unilab_jax.envs.vec_env_base import ActionSpace, VecEnv, VecEnvState
 from unilab_jax.envs.vec_env_mjx import MjxVecEnv
 from unilab_jax.envs.vec_env_mujoco import MujocoVecEnv
@@ -100,6 +100,8 @@ def make(
             f"sim_backend='mjx' only (got {sim_backend!r}); C MuJoCo ('mujoco') runs the "
             f"registered tasks: {', '.join(registered_names())}"
         )
+    if sim_backend == "mjx" and not is_adapter:
+        refuse_mjx(env_name)  # a C MuJoCo-only task, before it is built
     task = None if is_adapter else make_task(env_name, env_cfg_override)  # unknown names first
     if sim_backend == "mjx":
         if is_adapter:

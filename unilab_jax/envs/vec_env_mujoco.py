@@ -93,6 +93,7 @@ class MujocoVecEnv(VecEnv):
             model_fields=task.model_fields,
             solver_warmstart=task.solver_warmstart,
             float32_state=task.float32_state,
+            post_step_forward=task.post_step_forward,
         )
         # The default ctrl_from_action is the identity: skip a jit dispatch per step.
         self._identity_ctrl = type(task).ctrl_from_action is Task.ctrl_from_action

@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from unilab_jax.algos.agent import observer
 from unilab_jax.collection.step import make_evaluate
 from unilab_jax.envs import load
 from unilab_jax.policy.load import Policy
@@ -78,7 +79,7 @@ def evaluate(
         env_name = policy.env
         if env_overrides is None:
             env_overrides = policy.config["train"].get("env_overrides")
-    env = load(env_name, config_override=env_overrides)
+    env = load(env_name, config_override=env_overrides, physics=physics)
     if (env.obs_size["obs"], env.action_size) != (policy.obs_dim, policy.action_dim):
         raise ValueError(
             f"{env_name} has obs {env.obs_size['obs']} / action {env.action_size}, the policy "
@@ -86,7 +87,7 @@ def evaluate(
         )
     if physics == "mujoco":
         return _evaluate_on_mujoco(policy, env, env_name, episodes, seed)
-    run = make_evaluate(env, policy.agent.act, episodes)
+    run = make_evaluate(env, policy.agent.act, episodes, observer(policy.agent))
     with policy.precision():
         _, returns, lengths = run(policy.state, jax.random.PRNGKey(seed))
     return EvalResult(np.asarray(returns), np.asarray(lengths))
@@ -102,7 +103,10 @@ def _evaluate_on_mujoco(policy: Policy, env: Any, name: str, episodes: int, seed
     vec = MujocoVecEnv(task, name, episodes, seed)
     try:
         with policy.precision():
-            out = mujoco_episodes(vec, jax.jit(policy.agent.act), policy.state, seed)
+            out = mujoco_episodes(
+                vec, jax.jit(policy.agent.act), policy.state, seed,
+                observe=observer(policy.agent),
+            )  # fmt: skip
     finally:
         vec.close()
     return EvalResult(out["returns"], out["lengths"], out["time_limit"], out["components"])

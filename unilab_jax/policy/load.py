@@ -89,9 +89,17 @@ class Policy:
         train = (self.config or {}).get("train") or {}
         return jax.default_matmul_precision(train.get("matmul_precision") or "highest")
 
+    @property
+    def input_dim(self) -> int:
+        """The width of a row ``act`` takes: ``obs_dim``, plus the privileged values a
+        privileged actor (HORA-SAC) reads after the observation (``actor_observation``)."""
+        return int(self.obs_dim) + int(self.agent.privileged_dim)
+
     def act(self, obs: jax.Array) -> jax.Array:
-        """Actions ``[N, action_dim]`` in [-1, 1] for raw observations ``[N, obs_dim]``
-        (jit-able; the normaliser is applied inside)."""
+        """Actions ``[N, action_dim]`` in [-1, 1] for raw observations ``[N, input_dim]``
+        (jit-able; the normaliser is applied inside): the ``"obs"`` group, followed for a
+        privileged actor by the critic observation's privileged values
+        (``unilab_jax.algos.agent.actor_observation`` of the env's observation dict)."""
         with self.precision():
             return self._act(self.state, obs)
 
@@ -193,7 +201,11 @@ def load_policy(path: str | Path, step: int | str | None = None) -> Policy:
     train = config["train"]
     spec = get_algo(train["algo"])
     algo_config = spec.config_cls(**settings_from_json(config["algo"]))
-    env = load(train["env"], config_override=train.get("env_overrides"))
+    env = load(
+        train["env"],
+        config_override=train.get("env_overrides"),
+        physics=train.get("physics", "mjx"),
+    )
     obs_dim, critic_dim = env.obs_size["obs"], env.obs_size["critic"]
     agent = spec.make_agent(
         algo_config, obs_dim, critic_dim, env.action_size, axis_name=None,

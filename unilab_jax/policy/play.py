@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from unilab_jax.algos.agent import actor_observation, observer
 from unilab_jax.errors import CheckpointError
 from unilab_jax.policy.gl_backends import (
     GL_BACKENDS,
@@ -121,8 +122,9 @@ def render_source(env: Any) -> RenderSource:
     from unilab_jax.envs.adapters.brax import BraxEnv
     from unilab_jax.envs.adapters.playground import PlaygroundEnv
     from unilab_jax.envs.base import Env
+    from unilab_jax.envs.mujoco_task_env import MujocoTaskEnv
 
-    if isinstance(env, Env):
+    if isinstance(env, Env | MujocoTaskEnv):  # our tasks (MujocoTaskEnv: C MuJoCo only)
         return RenderSource(
             env.task.model, lambda data: (data.qpos, data.qvel), float(env.task.control_dt)
         )
@@ -188,7 +190,7 @@ def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: i
         def body(carry, _):
             env_state, alive, total, length = carry
             qpos, qvel = jax.vmap(source.positions)(env_state.physics)
-            actions = act(agent_state, env_state.obs["obs"])
+            actions = act(agent_state, actor_observation(policy.agent, env_state.obs))
             nxt = env.step_batch(env_state, actions)
             total = total + jnp.where(alive, nxt.reward, 0.0)
             length = length + alive.astype(jnp.int32)
@@ -219,8 +221,9 @@ def rollout_mujoco(policy: Any, env: Any, episodes: int, steps: int, seed: int) 
     try:
         with policy.precision():
             out = mujoco_episodes(
-                vec, jax.jit(policy.agent.act), policy.state, seed, steps=steps, positions=True
-            )
+                vec, jax.jit(policy.agent.act), policy.state, seed, steps=steps, positions=True,
+                observe=observer(policy.agent),
+            )  # fmt: skip
     finally:
         vec.close()
     return Rollout(
@@ -304,10 +307,12 @@ def play_policy(
 
     if video and backend is None:
         backend = _gl_backend()
-    env = load(policy.env, config_override=policy.config["train"].get("env_overrides"))
+    physics = physics or policy.config.get("train", {}).get("physics", "mjx")
+    env = load(
+        policy.env, config_override=policy.config["train"].get("env_overrides"), physics=physics
+    )
     source = render_source(env)
     cam = resolve_camera(source.model, camera) if video else -1
-    physics = physics or policy.config.get("train", {}).get("physics", "mjx")
     if physics == "mujoco" and getattr(env, "task", None) is None:
         raise ValueError(f"{policy.env} is a JAX environment and runs on MJX only")
     steps = steps or env.episode_length

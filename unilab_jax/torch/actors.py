@@ -4,6 +4,10 @@
   widths ``H, H/2, H/4`` (a norm slot in every layer: ``net.0, net.3, net.6``), zero-initialised
   ``fc_mu`` / ``fc_logstd`` heads; the mean is clamped to +-10 with NaN -> 0, ``log_std`` squashed
   into ``[log_std_min, log_std_max]``; deterministic action ``tanh(mean)``.
+- ``PrivilegedSACActor`` (HORA-SAC): ``SACActor`` on ``[obs | tanh(encoder(priv))]``, its
+  input ``[obs | priv]`` (the privileged values: the critic observation's columns beyond the
+  actor's); the encoder ``priv_encoder`` ((Linear -> LayerNorm|Identity -> SiLU) per width,
+  ``priv_projection`` when its last width is not the embedding's).
 - ``TD3Actor`` (FastTD3): ``(Linear -> ReLU) x 3 -> Linear -> tanh`` (``net.0, net.2, net.4``,
   ``fc_mu.0``), with per-env exploration stds drawn from ``[std_min, std_max]`` (a plain
   attribute, not in the ``state_dict``); deterministic action ``tanh(mu(obs))``.
@@ -26,12 +30,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from unilab_jax.algos.hyperparams import SACConfig, TD3Config
+from unilab_jax.algos.hyperparams import HoraSACConfig, SACConfig, TD3Config
 from unilab_jax.torch.weights import JaxPath, linear_rows, trunk_rows
 
 __all__ = [
     "TD3_LOG_STD_MAX",
     "TD3_LOG_STD_MIN",
+    "PrivilegedSACActor",
     "SACActor",
     "TD3Actor",
     "hidden_layers",
@@ -39,6 +44,7 @@ __all__ = [
 ]
 
 _SAC = SACConfig()
+_HORA = HoraSACConfig()
 _TD3 = TD3Config()
 _LOG_2PI = math.log(2.0 * math.pi)
 # The reference yaml's exploration range (log std); TD3Config holds exp() of these.
@@ -233,6 +239,139 @@ class SACActor(_Actor):
         rows = trunk_rows(f"{prefix}.net", (*root, "trunk"), 3, self.use_layer_norm, None)
         rows += linear_rows(f"{prefix}.fc_mu", (*root, "mu"))
         return rows + linear_rows(f"{prefix}.fc_logstd", (*root, "log_std"))
+
+
+class PrivilegedSACActor(SACActor):
+    """HORA-SAC's tanh-Gaussian policy on ``[obs | priv]`` (``n_obs`` observation columns, then
+    ``priv_dim`` privileged values): ``SACActor``'s trunk and heads on ``[obs | z]``, ``z =
+    tanh(priv_projection(priv_encoder(priv)))`` of ``priv_embed_dim`` values. The reference's
+    ``HoraSACActor`` takes ``(obs, priv_info)`` as two tensors; this actor takes them joined, so
+    ``explore`` / ``deterministic`` / ``get_actions_and_log_probs`` are ``SACActor``'s. Each of
+    them (and ``forward``) also takes the reference's call, the two tensors apart (``explore(obs,
+    priv_info, deterministic=False)``): an input of ``n_obs`` columns is the observation alone,
+    and the argument after it the privileged values, joined to it first."""
+
+    def __init__(
+        self,
+        n_obs: int,
+        n_act: int,
+        priv_dim: int,
+        hidden_dim: int = _HORA.actor_hidden_dim,
+        use_layer_norm: bool = _HORA.use_layer_norm,
+        log_std_min: float = _HORA.log_std_min,
+        log_std_max: float = _HORA.log_std_max,
+        device: torch.device | str | None = None,
+        noise_correlation: float = _HORA.noise_correlation,
+        priv_embed_dim: int = _HORA.priv_embed_dim,
+        priv_hidden_dims: tuple[int, ...] = _HORA.priv_hidden_dims,
+    ) -> None:
+        super().__init__(
+            n_obs + priv_embed_dim, n_act, hidden_dim, use_layer_norm, log_std_min, log_std_max,
+            device, noise_correlation,
+        )  # fmt: skip
+        self.obs_dim = int(n_obs)
+        self.priv_dim = int(priv_dim)
+        self.priv_layers = len(priv_hidden_dims)
+        layers: list[nn.Module] = []
+        width_in = priv_dim
+        for width in priv_hidden_dims:
+            layers.append(nn.Linear(width_in, width, device=device))
+            layers.append(nn.LayerNorm(width, device=device) if use_layer_norm else nn.Identity())
+            layers.append(nn.SiLU())
+            width_in = width
+        self.priv_encoder = nn.Sequential(*layers)
+        self.priv_projection: nn.Module = (
+            nn.Linear(width_in, priv_embed_dim, device=device)
+            if width_in != priv_embed_dim
+            else nn.Identity()
+        )
+
+    def mean_and_log_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pre-squash ``(mean, log_std)`` of the input ``[obs | priv]``."""
+        own, priv = obs[..., : self.obs_dim], obs[..., self.obs_dim :]
+        z = torch.tanh(self.priv_projection(self.priv_encoder(priv)))
+        return super().mean_and_log_std(torch.cat([own, z], dim=-1))
+
+    def _joined(self, obs: torch.Tensor, priv_info: Any) -> tuple[torch.Tensor, bool]:
+        """``(the input [obs | priv], whether priv_info was used)``: ``obs`` itself when it
+        already holds both (``n_obs + priv_dim`` columns), else ``obs`` joined to the tensor
+        ``priv_info`` (the reference's call; a missing one raises ``ValueError``)."""
+        if obs.shape[-1] != self.obs_dim:
+            return obs, False
+        if not isinstance(priv_info, torch.Tensor):
+            raise ValueError(
+                f"{type(self).__name__} reads [obs | priv_info]: given {self.obs_dim} "
+                f"observation columns, it needs priv_info [..., {self.priv_dim}] too"
+            )
+        return torch.cat([obs, priv_info.to(device=obs.device, dtype=obs.dtype)], dim=-1), True
+
+    def forward(
+        self, obs: torch.Tensor, priv_info: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(tanh(mean) * scale + bias, mean, log_std)`` of ``[obs | priv]`` (or of ``obs``
+        and ``priv_info`` apart, the reference's call)."""
+        return super().forward(self._joined(obs, priv_info)[0])
+
+    def get_actions_and_log_probs(
+        self, obs: torch.Tensor, *args: torch.Tensor | None, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``SACActor``'s on ``[obs | priv]`` (``(input, noise=None)``), or the reference's
+        ``(obs, priv_info)`` apart (then ``noise`` by keyword or third)."""
+        if len(args) > 2:
+            raise TypeError("get_actions_and_log_probs takes at most 3 positional arguments")
+        second = args[0] if args else None
+        joined, used = self._joined(obs, second)
+        rest = args[1:] if used else args
+        if rest:
+            noise = rest[0] if noise is None else noise
+        return super().get_actions_and_log_probs(joined, noise)
+
+    @torch.no_grad()
+    def explore(
+        self,
+        obs: torch.Tensor,
+        priv_info: torch.Tensor | bool | None = None,
+        deterministic: bool = False,
+        dones: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``SACActor.explore`` of ``[obs | priv]`` (``explore(input, dones=..., deterministic=
+        ...)``; a second positional tensor is then ``dones``), or the reference's
+        ``explore(obs, priv_info, deterministic=False)`` with the two apart."""
+        if isinstance(priv_info, bool):  # SACActor's explore(obs, True): deterministic
+            deterministic, priv_info = priv_info, None
+        joined, used = self._joined(obs, priv_info)
+        if not used and priv_info is not None:
+            if dones is not None:
+                raise TypeError("explore of a joined input: dones given twice")
+            dones = priv_info
+        return super().explore(joined, dones, deterministic)
+
+    def deterministic(
+        self, obs: torch.Tensor, priv_info: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``tanh(mean) * scale + bias`` of ``[obs | priv]`` (or of the two apart)."""
+        return self(obs, priv_info)[0]
+
+    @staticmethod
+    def settings(config: HoraSACConfig) -> dict[str, Any]:
+        """The constructor's settings that ``config`` fixes (``priv_dim`` is the task's)."""
+        return {
+            **SACActor.settings(config),
+            "priv_embed_dim": config.priv_embed_dim,
+            "priv_hidden_dims": tuple(config.priv_hidden_dims),
+        }
+
+    def jax_rows(self, prefix: str = "actor", root: JaxPath = ("actor_params", "params")) -> list:
+        """``SACActor``'s table plus ``priv_encoder`` / ``priv_projection`` <-> the JAX actor's
+        ``priv_encoder`` / ``priv_projection``."""
+        rows = super().jax_rows(prefix, root)
+        rows += trunk_rows(
+            f"{prefix}.priv_encoder", (*root, "priv_encoder"), 3, self.use_layer_norm, None,
+            layers=self.priv_layers,
+        )  # fmt: skip
+        if isinstance(self.priv_projection, nn.Linear):
+            rows += linear_rows(f"{prefix}.priv_projection", (*root, "priv_projection"))
+        return rows
 
 
 class TD3Actor(_Actor):

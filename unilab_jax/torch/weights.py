@@ -79,11 +79,17 @@ def layer_norm_rows(torch_prefix: str, jax_prefix: JaxPath, member: int | None =
 
 
 def trunk_rows(
-    torch_net: str, jax_prefix: JaxPath, stride: int, layer_norm: bool, member: int | None
+    torch_net: str,
+    jax_prefix: JaxPath,
+    stride: int,
+    layer_norm: bool,
+    member: int | None,
+    layers: int = 3,
 ) -> list[Row]:
-    """Three hidden layers; torch ``net.{stride * i}`` is the Linear, ``+ 1`` the LayerNorm."""
+    """``layers`` hidden layers; torch ``net.{stride * i}`` is the Linear, ``+ 1`` the
+    LayerNorm."""
     rows = []
-    for i in range(3):
+    for i in range(layers):
         rows += linear_rows(f"{torch_net}.{stride * i}", (*jax_prefix, f"dense_{i}"), member)
         if layer_norm:
             rows += layer_norm_rows(

@@ -216,6 +216,41 @@ _FLIP_SAC = {
     "G1WallFlipTrackingSAC": dict(alpha_init=0.005, target_entropy_ratio=0.0),
 }
 
+# The reference's in-hand rotation recipe: its HORA-SAC owner of SharpaInhandRotation
+# (conf/offpolicy/task/sac/sharpa_inhand/mujoco_hora.yaml over algo/sac.yaml): C MuJoCo (MJX
+# cannot run the hand), 1024 envs, batch 2048, 1280 replay rows per env, 14 updates per env
+# step, actor every second update, 2 env steps per learner sync, learning rates 4.5e-4 (actor,
+# critic, temperature), discount 0.97, tau 0.125, alpha from 0.01 (algo/sac.yaml's), entropy
+# target 0, widths 512/768, 101 atoms on -20 to 20, 5,371 iterations; the privileged encoder
+# 256-128-9 (HoraSACConfig's defaults). No observation normaliser: the reference's FastSAC has
+# none (the yaml's obs_normalization is a no-op there), and the env clips observations to +-5.
+# `--algo sac` takes the same settings without the encoder.
+_INHAND_GPU_TRAIN = dict(
+    physics="mujoco",
+    num_envs=1024,
+    replay_buffer_n=1280,
+    batch_size=2048,
+    updates_per_step=14,
+    policy_frequency=2,
+    env_steps_per_sync=2,
+    learning_starts=1,
+    max_iterations=5371,
+    log_interval=50,
+    save_interval=896,
+)
+_INHAND_SAC = dict(
+    gamma=0.97, tau=0.125, actor_lr=4.5e-4, critic_lr=4.5e-4, alpha_lr=4.5e-4, alpha_init=0.01,
+    target_entropy_ratio=0.0, actor_hidden_dim=512, critic_hidden_dim=768, num_atoms=101,
+    v_min=-20.0, v_max=20.0, obs_normalization=False,
+)  # fmt: skip
+_INHAND_ALGO = {"hora_sac": _INHAND_SAC, "sac": _INHAND_SAC}
+# On a CPU: the recipe's update rules at a quarter of its envs and batch, not yet chosen by a
+# learning measurement (bench/reference --task SharpaInhandRotation is still to run).
+_INHAND_CPU_TRAIN = dict(
+    _INHAND_GPU_TRAIN, num_envs=256, batch_size=512, updates_per_step=4, max_iterations=40000,
+    log_interval=100, save_interval=2000,
+)  # fmt: skip
+
 _DMC_CPU_TRAIN = dict(
     num_envs=128,
     replay_buffer_n=4096,  # 524,288 rows
@@ -363,6 +398,25 @@ _PRESETS: dict[tuple[str, str], Preset] = {
             "(not 0.1: its entropy bonus outweighs the tracking reward for a CPU budget)",
         ),
         Preset(
+            "inhand",
+            "gpu",
+            _INHAND_GPU_TRAIN,
+            _INHAND_ALGO,
+            "the reference's SharpaInhandRotation HORA-SAC owner (C MuJoCo, 1024 envs, batch "
+            "2048, 1280 replay rows per env, 14 updates, policy frequency 2, 2 env steps per "
+            "sync, learning rates 4.5e-4, discount 0.97, alpha 0.01, widths 512/768, 5,371 "
+            "iterations); train it with --algo hora_sac",
+        ),
+        Preset(
+            "inhand",
+            "cpu",
+            _INHAND_CPU_TRAIN,
+            _INHAND_ALGO,
+            "the reference's SharpaInhandRotation HORA-SAC update rules at CPU sizes (256 envs, "
+            "batch 512, 4 updates; provisional: not yet chosen by a learning measurement); "
+            "train it with --algo hora_sac",
+        ),
+        Preset(
             "locomotion",
             "gpu",
             dict(max_iterations=50000, log_interval=50, save_interval=2000),
@@ -433,7 +487,10 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
     family = family_of(env)
     if scale == "none" or family is None:
         return None
-    preset = _PRESETS[family, default_scale() if scale == "auto" else scale]
+    key = (family, default_scale() if scale == "auto" else scale)
+    if key not in _PRESETS:  # a family without a preset: the algorithm's defaults
+        return None
+    preset = _PRESETS[key]
     if preset.name == "locomotion/cpu" and not env.startswith("playground/"):
         # Our robots step with C MuJoCo on a CPU (Playground's robots are JAX envs: MJX).
         preset = dataclasses.replace(

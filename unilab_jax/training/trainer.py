@@ -106,7 +106,7 @@ class Trainer:
         processes.check_devices(config)
         use_compilation_cache()
         self.config = config
-        self.env = load(config.env, config_override=config.env_overrides)
+        self.env = load(config.env, config_override=config.env_overrides, physics=config.physics)
         if algo_config is None or isinstance(algo_config, dict):
             algo_config = resolve_algo_config(config.algo, self.env, algo_config)
         algo_config.validate()

@@ -3,7 +3,8 @@
 - `common`: C51 networks and maths, `EmpiricalNormalization`, the update mechanics and the
   update schedule (`common.updates`).
 - `fast_sac`, `fast_td3`: the learners (`update_critic`, `update_actor`, `soft_update_target`,
-  `get_state_dict` / `load_state_dict`).
+  `get_state_dict` / `load_state_dict`); `hora`: HORA-SAC, FastSAC with a privileged actor
+  (the reference's `runtime_impl: hora_sac`).
 - `registry`: the torch side of each algorithm (learner, collector actor, converters,
   exploration), one table.
 - `convert`: exact weight and optimiser-state conversion to and from the JAX agent states.

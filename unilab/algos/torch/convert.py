@@ -6,8 +6,10 @@ The whole mapping is one table per algorithm, built by `sac_mapping(learner)` /
 
 The rows, their transforms and the copies both ways are the core's
 (`unilab_jax.torch.weights`); each actor lists its own rows (`SACActor.jax_rows`,
-`TD3Actor.jax_rows`), and this module adds the critics, the temperature, the optimisers'
-moments and step counts, and the normalisers.
+`TD3Actor.jax_rows`; HORA-SAC's `PrivilegedSACActor.jax_rows` adds its privileged encoder, so
+its learner converts with the FastSAC functions, `init_jax_sac` building the core's
+`make_hora_sac` agent from its `HoraSACConfig`), and this module adds the critics, the
+temperature, the optimisers' moments and step counts, and the normalisers.
 
 Everything is float32 on both sides, so weights, moments and statistics survive a round trip bit
 for bit. FlashSAC's table also holds the BatchNorm running statistics (the actor's and the

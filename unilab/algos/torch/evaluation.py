@@ -3,7 +3,8 @@
 The reference evaluates in `play_offpolicy` (deterministic actions, normaliser first); this is
 the same policy without the video and ONNX export: one full episode in each of `num_envs`
 envs, step counters not staggered, the actor fed through the learner's observation normaliser
-exactly as in training.
+exactly as in training (a privileged actor, HORA-SAC's, also with the critic observation's
+privileged values).
 """
 
 from __future__ import annotations
@@ -16,6 +17,18 @@ import torch
 from unilab_jax.envs.vec_env import make
 
 __all__ = ["evaluate_actor"]
+
+
+def _actor_input(learner: Any, obs: dict[str, np.ndarray]) -> torch.Tensor:
+    """The actor's normalised input for an env observation dict: ``learner.actor_input(obs,
+    critic)`` (a privileged actor, HORA-SAC, also reads the critic's tail), else the
+    observation through ``learner.obs_normalizer``."""
+    device = getattr(learner, "device", "cpu")
+    own = torch.from_numpy(obs["obs"]).to(device)
+    actor_input = getattr(learner, "actor_input", None)
+    if actor_input is None:
+        return learner.obs_normalizer(own)
+    return actor_input(own, torch.from_numpy(obs.get("critic", obs["obs"])).to(device))
 
 
 def evaluate_actor(
@@ -39,8 +52,7 @@ def evaluate_actor(
         alive = np.ones(num_envs, dtype=bool)
         for _ in range(env.max_episode_steps):
             with torch.no_grad():
-                obs = torch.from_numpy(state.obs["obs"]).to(getattr(learner, "device", "cpu"))
-                action = learner.actor.explore(learner.obs_normalizer(obs), deterministic=True)
+                action = learner.actor.explore(_actor_input(learner, state.obs), deterministic=True)
             state = env.step(action.cpu().numpy())
             returns += state.reward * alive
             alive &= ~(state.terminated | state.truncated)

@@ -10,6 +10,11 @@ pull in flax) and the exploration policy the collector samples from.
 Adding an algorithm means one entry here (plus one in the core's table); the runners, the
 collector, the ``"mjx"`` dispatch and the multi-learner path all read it.
 
+HORA-SAC (``"hora_sac"``, the reference's ``runtime_impl: hora_sac``) is FastSAC with a
+privileged actor: the same converters (the actor lists its own rows), its exploration takes the
+collector's privileged values (``priv_info``). A learner's algorithm is the entry of the nearest
+base of its class (``spec_of_learner``: a ``HoraSACLearner`` is HORA-SAC's).
+
 Names: ``get_torch_algo`` also takes the reference's spellings of a name (``ALGO_ALIASES``:
 ``"flashsac"`` for ``"flash_sac"``), so every facade entry point that takes an ``algo_type``
 (the runners, ``validate_capabilities``, the collector's ``sample_offpolicy_actions``) accepts
@@ -27,7 +32,7 @@ import dataclasses
 import importlib
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +42,9 @@ from torch import nn
 from unilab.algos.torch.fast_sac.learner import FastSACLearner, SACActor
 from unilab.algos.torch.fast_td3.learner import FastTD3Learner, TD3Actor
 from unilab.algos.torch.flash_sac.learner import FlashSACActor, FlashSACLearner
+from unilab.algos.torch.hora.sac_learner import HoraSACLearner
 from unilab_jax.algos.registry import AlgoSpec, get_algo
+from unilab_jax.torch.actors import PrivilegedSACActor
 
 __all__ = [
     "ALGO_ALIASES",
@@ -48,6 +55,7 @@ __all__ = [
     "build_learner",
     "get_torch_algo",
     "learner_kwargs_from_config",
+    "spec_of_learner",
 ]
 
 
@@ -63,9 +71,49 @@ def _explore(
     return actor.explore(obs, dones=prev_dones, deterministic=False)
 
 
+def _hora_sac_explore(
+    actor: nn.Module,
+    obs: torch.Tensor,
+    prev_dones: torch.Tensor,
+    priv_info: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """HORA-SAC: ``actor.explore(obs, priv_info, deterministic=False)``, the reference's call
+    (and ``dones=prev_dones`` for an actor with correlated noise, which restarts where an
+    episode ended); ``ValueError`` without ``priv_info``."""
+    if priv_info is None:
+        raise ValueError("HORA-SAC collector action sampling requires priv_info_torch.")
+    if getattr(actor, "noise_correlation", 0.0):
+        return actor.explore(obs, priv_info, deterministic=False, dones=prev_dones)
+    return actor.explore(obs, priv_info, deterministic=False)
+
+
 def _sac_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs, **kwargs):
     del num_envs
     return SACActor(obs_dim, action_dim, hidden_dim, use_layer_norm, device=device, **kwargs)
+
+
+#: HORA-SAC's actor settings under the reference's names (``build_model_kwargs``) -> ours.
+_HORA_ACTOR_NAMES = {
+    "priv_info_dim": "priv_dim",
+    "priv_info_embed_dim": "priv_embed_dim",
+    "priv_mlp_hidden_dims": "priv_hidden_dims",
+}
+
+
+def _hora_sac_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs, **kwargs):
+    """``PrivilegedSACActor``; ``kwargs`` in our names (``priv_dim``, ``priv_embed_dim``,
+    ``priv_hidden_dims``) or the reference's (``priv_info_dim``, ``priv_info_embed_dim``,
+    ``priv_mlp_hidden_dims``), plus SAC's (``log_std_min``, ...)."""
+    del num_envs
+    settings = {_HORA_ACTOR_NAMES.get(name, name): value for name, value in kwargs.items()}
+    if settings.get("priv_dim") is None:
+        raise ValueError("build_actor(algo_type='hora_sac') requires priv_info_dim.")
+    if "priv_hidden_dims" in settings:
+        settings["priv_hidden_dims"] = tuple(int(w) for w in settings["priv_hidden_dims"])
+    return PrivilegedSACActor(
+        obs_dim, action_dim, hidden_dim=hidden_dim, use_layer_norm=use_layer_norm, device=device,
+        **settings,
+    )  # fmt: skip
 
 
 def _td3_actor(obs_dim, action_dim, hidden_dim, use_layer_norm, device, num_envs, **kwargs):
@@ -83,6 +131,16 @@ def _sac_actor_kwargs(learner: FastSACLearner) -> dict[str, Any]:
         "log_std_min": learner.actor.log_std_min,
         "log_std_max": learner.actor.log_std_max,
         "noise_correlation": learner.actor.noise_correlation,
+    }
+
+
+def _hora_sac_actor_kwargs(learner: HoraSACLearner) -> dict[str, Any]:
+    config = learner.config
+    return {
+        **_sac_actor_kwargs(learner),
+        "priv_dim": learner.priv_info_dim,
+        "priv_embed_dim": config.priv_embed_dim,
+        "priv_hidden_dims": tuple(config.priv_hidden_dims),
     }
 
 
@@ -124,6 +182,9 @@ class TorchAlgoSpec:
     """``"module:function"``: ``(jax_agent_state, learner) -> None`` (in place)."""
     explore: Callable[..., torch.Tensor] = _explore
     """``(actor, obs, prev_dones, priv_info) -> actions``: the collector's exploration."""
+    config_names: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Config fields the learner takes under another name (HORA-SAC's ``priv_embed_dim`` is
+    its ``priv_info_embed_dim``)."""
 
     @property
     def core(self) -> AlgoSpec:
@@ -148,6 +209,11 @@ TORCH_ALGOS: dict[str, TorchAlgoSpec] = {
         TorchAlgoSpec(
             "td3", FastTD3Learner, _td3_actor, _td3_actor_kwargs,
             f"{_CONVERT}:torch_td3_to_jax", f"{_CONVERT}:jax_td3_to_torch",
+        ),
+        TorchAlgoSpec(
+            "hora_sac", HoraSACLearner, _hora_sac_actor, _hora_sac_actor_kwargs,
+            f"{_CONVERT}:torch_sac_to_jax", f"{_CONVERT}:jax_sac_to_torch", _hora_sac_explore,
+            {"priv_embed_dim": "priv_info_embed_dim", "priv_hidden_dims": "priv_mlp_hidden_dims"},
         ),
         TorchAlgoSpec(
             "flash_sac", FlashSACLearner, _flash_sac_actor, _flash_sac_actor_kwargs,
@@ -183,6 +249,7 @@ def learner_kwargs_from_config(algo_type: str, config: Any) -> dict[str, Any]:
     spec = get_torch_algo(algo_type)
     learner_cls = spec.learner_cls
     values = dataclasses.asdict(config)
+    values = {spec.config_names.get(name, name): value for name, value in values.items()}
     for name in ("std_min", "std_max"):
         if name in values:
             values[f"log_{name}"] = math.log(values.pop(name))
@@ -225,12 +292,15 @@ def build_actor(
     **actor_kwargs: Any,
 ) -> nn.Module:
     """A fresh actor for ``algo_type`` ("sac": ``SACActor``, "td3": ``TD3Actor``,
-    "flash_sac": ``FlashSACActor``).
+    "flash_sac": ``FlashSACActor``, "hora_sac": ``PrivilegedSACActor``).
 
     ``actor_kwargs``: sac ``log_std_min``, ``log_std_max``, ``noise_correlation``; td3
     ``log_std_min``, ``log_std_max``, ``init_scale``, ``noise_correlation``; flash_sac
     ``FlashSACActor.settings`` but ``hidden_dim`` (``num_blocks``, ``log_std_min``,
-    ``log_std_max``, ``momentum``, ``noise_repeat_max``, ``noise_repeat_exponent``).
+    ``log_std_max``, ``momentum``, ``noise_repeat_max``, ``noise_repeat_exponent``);
+    hora_sac SAC's and ``priv_dim`` (required), ``priv_embed_dim``, ``priv_hidden_dims``, or
+    under the reference's names ``priv_info_dim``, ``priv_info_embed_dim``,
+    ``priv_mlp_hidden_dims`` (``HoraSACRuntime.build_model_kwargs``).
     ``use_layer_norm`` applies to SAC only.
     """
     builder = get_torch_algo(algo_type).actor_builder
@@ -238,10 +308,19 @@ def build_actor(
                    **actor_kwargs)  # fmt: skip
 
 
+def spec_of_learner(learner: Any) -> TorchAlgoSpec | None:
+    """The spec of ``learner``'s algorithm: the one whose learner class is the nearest base of
+    its class (a ``HoraSACLearner`` is HORA-SAC's, not FastSAC's, whose subclass it is); None
+    for a learner of no registered algorithm."""
+    by_class = {spec.learner_cls: spec for spec in TORCH_ALGOS.values()}
+    for cls in type(learner).__mro__:
+        if cls in by_class:
+            return by_class[cls]
+    return None
+
+
 def actor_kwargs_from_learner(learner: Any) -> dict[str, Any]:
     """The non-weight actor settings of ``learner`` that the collector's actor must share
     (``{}`` for a learner of no registered algorithm)."""
-    for spec in TORCH_ALGOS.values():
-        if isinstance(learner, spec.learner_cls):
-            return spec.actor_kwargs(learner)
-    return {}
+    spec = spec_of_learner(learner)
+    return {} if spec is None else spec.actor_kwargs(learner)

@@ -43,6 +43,7 @@ def actor_structure(policy: Any) -> tuple[dict, dict]:
         actor_cls = get_algo(policy.algo).torch_actor_class()
     except UnknownAlgoError as err:
         raise ExportError(f"cannot export a {policy.algo!r} policy: {err}") from None
+    refuse_privileged(policy)
     config = policy.algo_config
     architecture = {
         "algorithm": policy.algo,
@@ -66,6 +67,34 @@ def actor_structure(policy: Any) -> tuple[dict, dict]:
         raise ExportError(f"the checkpoint's actor does not fit its config: {err}") from None
     tensors = {name: value.numpy() for name, value in module.state_dict().items()}
     return architecture, tensors
+
+
+def refuse_privileged(policy: Any) -> None:
+    """``ExportError`` for a policy whose actor reads privileged values (HORA-SAC's teacher):
+    a deployed policy observes its ``obs`` group only, so the message names what it would
+    miss."""
+    privileged = int(getattr(getattr(policy, "agent", None), "privileged_dim", 0) or 0)
+    if not privileged:
+        return
+    from unilab_jax.algos.registry import get_algo
+    from unilab_jax.envs.registry import make_task
+
+    start = int(policy.obs_dim)
+    train = dict((policy.config or {}).get("train") or {})
+    try:
+        named = make_task(policy.env, train.get("env_overrides")).privileged_values()
+    except Exception:  # an adapter env, or one not buildable here: the columns alone
+        named = None
+    what = f"columns {start}-{start + privileged - 1} of {policy.env}'s critic observation"
+    if named:
+        what += " (" + ", ".join(f"{name} {s.stop - s.start}" for name, s in named.items()) + ")"
+    name = get_algo(policy.algo).display_name
+    raise ExportError(
+        f"cannot export a {name} policy: its actor reads {privileged} "
+        f"privileged values a deployed policy cannot observe, {what}. Deploy an actor of the "
+        "observation alone (a student distilled from this teacher), or evaluate / play this "
+        "one in simulation (unilab-jax evaluate / play)"
+    )
 
 
 def to_torch_module(policy: Any) -> Any:

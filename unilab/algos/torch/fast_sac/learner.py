@@ -13,6 +13,10 @@ order, same 1e-6 constants); `unilab.algos.torch.convert` moves weights, optimis
 normaliser statistics between the two exactly. The learner keeps its hyperparameters as a
 `SACConfig` (`config`).
 
+Subclasses (HORA-SAC's `HoraSACLearner`) change the actor through three hooks: `config_cls`
+(with `_more_config`), `_build_actor`, and `_actor_input`, the actor's rows of a normalised
+batch (FastSAC: `obs` / `next_obs` themselves).
+
 The constructor is the reference's (its parameters, order and defaults; then ours:
 `obs_normalization`, `noise_correlation`, `mirror`). Its defaults are the reference's class
 defaults, which are `SACConfig`'s except `obs_normalization`: off here, as the reference's
@@ -156,6 +160,10 @@ class FastSACLearner(ObsNormalizingLearner, LearnerBase):
     `update_critic` calls.
     """
 
+    #: The hyperparameter dataclass of ``config``: ``SACConfig``, or a subclass of it whose
+    #: extra fields ``_more_config`` fills (HORA-SAC's ``HoraSACConfig``).
+    config_cls: type[SACConfig] = SACConfig
+
     def __init__(
         self,
         obs_dim: int,
@@ -201,7 +209,8 @@ class FastSACLearner(ObsNormalizingLearner, LearnerBase):
                 "unsquashed one would act differently in each); pass use_tanh=True (actions "
                 "tanh(u) * action_scale + action_bias)"
             )
-        self.config = SACConfig(**{name: given[name] for name in _CONFIG_FIELDS})
+        values = {name: given[name] for name in _CONFIG_FIELDS}
+        self.config = self.config_cls(**values, **self._more_config())
         self.config.validate()  # one line naming a setting that cannot work, before any net
         self.device = torch.device(device)
         self.obs_dim = obs_dim
@@ -224,19 +233,28 @@ class FastSACLearner(ObsNormalizingLearner, LearnerBase):
         self.actor_optimizer, self.q_optimizer, self.alpha_optimizer = optimizers
         self._set_up_amp_and_compile(use_amp, amp_dtype, use_compile)
 
-    def _build_networks(self) -> None:
-        """Actor, critic ensemble and its target, temperature and the two normalisers."""
-        cfg, device = self.config, self.device
-        self.actor = SACActor(
+    def _more_config(self) -> dict[str, Any]:
+        """Values of ``config_cls``'s fields beyond ``SACConfig``'s (none for FastSAC)."""
+        return {}
+
+    def _build_actor(self) -> nn.Module:
+        """The actor the config describes (FastSAC: ``SACActor`` on the observation)."""
+        cfg = self.config
+        return SACActor(
             self.obs_dim,
             self.action_dim,
             cfg.actor_hidden_dim,
             cfg.use_layer_norm,
             cfg.log_std_min,
             cfg.log_std_max,
-            device,
+            self.device,
             cfg.noise_correlation,
         )
+
+    def _build_networks(self) -> None:
+        """Actor, critic ensemble and its target, temperature and the two normalisers."""
+        cfg, device = self.config, self.device
+        self.actor = self._build_actor()
         self.qnet = SACCritic(
             self.critic_obs_dim,
             self.action_dim,
@@ -287,6 +305,29 @@ class FastSACLearner(ObsNormalizingLearner, LearnerBase):
         """The current temperature `exp(log_alpha)` as a scalar (no gradient)."""
         return self.log_alpha.detach().exp().reshape(())
 
+    # --- the actor's input ---------------------------------------------------------------------
+
+    def _actor_input(self, b: Mapping[str, torch.Tensor], next: bool = False) -> torch.Tensor:
+        """The actor's rows of a normalised batch ``b`` (``_normalized``): ``b["obs"]``, or
+        ``b["next_obs"]`` with ``next`` (a privileged actor adds columns of the critic's)."""
+        return b["next_obs"] if next else b["obs"]
+
+    def actor_input(self, obs: torch.Tensor, critic: torch.Tensor | None = None) -> torch.Tensor:
+        """What ``actor`` reads for raw env observations ``obs [M, obs_dim]`` (and ``critic
+        [M, critic_obs_dim]``, which FastSAC's actor does not read): ``obs`` normalised with
+        the running statistics, as in training."""
+        del critic
+        with torch.no_grad():
+            return self.obs_normalizer(obs)
+
+    def actor_input_statistics(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(mean, std)`` of every column of ``actor``'s input, with which the collector
+        normalises it as ``actor_input`` does (``(x - mean) / (std + eps)``); None without
+        ``obs_normalization``."""
+        if not isinstance(self.obs_normalizer, EmpiricalNormalization):
+            return None
+        return self.obs_normalizer.mean, self.obs_normalizer.std
+
     # --- losses ------------------------------------------------------------------------------
 
     def compute_critic_loss(
@@ -302,7 +343,7 @@ class FastSACLearner(ObsNormalizingLearner, LearnerBase):
         support = self.qnet.q_support
         with torch.no_grad(), self._autocast():
             next_action, next_log_prob, _ = self.actor.get_actions_and_log_probs(
-                b["next_obs"], noise
+                self._actor_input(b, next=True), noise
             )
             soft_rewards = b["rewards"] - config.gamma * b["bootstrap"] * self.alpha * next_log_prob
             target_logits = self.qnet_target(b["next_critic"], next_action).float()
@@ -341,7 +382,9 @@ class FastSACLearner(ObsNormalizingLearner, LearnerBase):
         """`mean(alpha * logpi - mean_i Q_i)`; the gradient is only used for the actor."""
         b = self._normalized(batch, ACTOR_BATCH_KEYS)
         with self._autocast():
-            actions, log_prob, log_std = self.actor.get_actions_and_log_probs(b["obs"], noise)
+            actions, log_prob, log_std = self.actor.get_actions_and_log_probs(
+                self._actor_input(b), noise
+            )
             logits = self.qnet(b["critic"], actions).float()  # [E, B, K]
         probs = torch.softmax(logits, dim=-1)
         q = torch.mean(expected_value(probs, self.qnet.q_support), dim=0)  # [B]

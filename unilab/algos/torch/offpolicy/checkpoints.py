@@ -8,7 +8,7 @@ file. It records what rebuilding the policy needs, which the learner's state alo
 
 ==================  ==========================================================================
 ``format``          `META_FORMAT` (1)
-``algo``            the registry name of the learner's algorithm (``"sac"``, ``"td3"``)
+``algo``            the registry name of the learner's algorithm (``"sac"``, ``"hora_sac"``)
 ``learner``         its class name (``"FastSACLearner"``)
 ``env``             the task the run trained on (a name of ``unilab_jax.envs``)
 ``sim_backend``     ``"mujoco"`` or ``"mjx"``
@@ -54,12 +54,10 @@ def checkpoint_meta(learner: Any, config: TrainConfig, sim_backend: str) -> dict
     trained elsewhere, ``TrainConfig(env=..., algo=...)`` records the task. Raises
     ``ValueError`` for a learner of no registered algorithm.
     """
-    from unilab.algos.torch.registry import TORCH_ALGOS
+    from unilab.algos.torch.registry import TORCH_ALGOS, spec_of_learner
 
-    algo = next(
-        (name for name, spec in TORCH_ALGOS.items() if isinstance(learner, spec.learner_cls)),
-        None,
-    )
+    spec = spec_of_learner(learner)
+    algo = None if spec is None else spec.name
     if algo is None:
         raise ValueError(
             f"{type(learner).__name__} is not a learner of a registered algorithm "

@@ -6,6 +6,13 @@ The documented helpers `resolve_collector_actor_dims`, `sample_offpolicy_actions
 home. The policy input is normalised with the learner's own formula `(x - mean) / (std + eps)`,
 `eps = NORMALIZER_EPS` (the reference divided by `std + 1e-8` while the TD3 learner used
 `1e-2`).
+
+A privileged actor (HORA-SAC) reads `[obs | priv]`: `resolve_offpolicy_actor_priv_info` gives
+the privileged values (`info["critic_info"]`, else the critic columns beyond the actor's),
+`actor_inputs` joins and normalises them with the statistics the learner publishes for its
+actor's whole input (`actor_input_statistics`: the critic's statistics of those columns, as
+the learner normalises them; the reference normalised the observation only) and splits them
+again for `sample_offpolicy_actions`.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from unilab.algos.torch.common.normalization import NORMALIZER_EPS
 from unilab.algos.torch.registry import build_actor, get_torch_algo
 
 __all__ = [
+    "actor_input_statistics",
+    "actor_inputs",
     "build_collector_actor",
     "policy_input",
     "resolve_collector_actor_dims",
@@ -63,9 +72,9 @@ def sample_offpolicy_actions(
 
     The policy is the torch registry's `explore` of `algo_type` (sac, td3, flash_sac and the
     reference's "flashsac": `actor.explore(obs, dones=prev_dones, deterministic=False)`; TD3
-    resamples the noise scale of envs whose previous step ended). Other algorithms (the
-    reference's privileged "hora_sac" included) raise `ValueError` ("Unsupported off-policy
-    algo_type ...").
+    resamples the noise scale of envs whose previous step ended; "hora_sac": `actor.explore(obs,
+    priv_info, deterministic=False)`, `ValueError` without `priv_info_torch`). Other algorithms
+    raise `ValueError` ("Unsupported off-policy algo_type ...").
     """
     explore = get_torch_algo(algo_type).explore
     return explore(actor, obs_torch, prev_dones_torch, priv_info_torch)
@@ -74,14 +83,25 @@ def sample_offpolicy_actions(
 def resolve_offpolicy_actor_priv_info(
     *, algo_type: str, obs_np: np.ndarray, critic_np: np.ndarray | None, info: Mapping[str, Any]
 ) -> np.ndarray | None:
-    """Collector-side actor context for privileged off-policy actors: None.
+    """Collector-side actor context for privileged off-policy actors (float32 ``[N, P]``), None
+    for the others.
 
-    The reference's privileged actor (HORA-SAC) read it from ``info["critic_info"]`` or the
-    critic columns beyond the actor's; neither algorithm of this project (``sac``, ``td3``) has
-    one, so the collector passes no context. The reference's signature, kept.
+    HORA-SAC (``algo_type="hora_sac"``): ``info["critic_info"]`` when it is an array with one
+    row per env, else the critic observation's columns beyond the actor's; ``ValueError`` when
+    there is neither (``split_hora_obs_with_priv_info``).
     """
-    del algo_type, obs_np, critic_np, info
-    return None
+    if get_torch_algo(algo_type).name != "hora_sac":
+        return None
+    from unilab.algos.torch.hora.observations import split_hora_obs_with_priv_info
+
+    groups = {"obs": obs_np} if critic_np is None else {"obs": obs_np, "critic": critic_np}
+    _, _, priv_info = split_hora_obs_with_priv_info(groups, info)
+    if priv_info is None:
+        raise ValueError(
+            "HORA-SAC collector requires privileged info from info['critic_info'] "
+            "or the critic observation tail."
+        )
+    return np.asarray(priv_info, dtype=np.float32)
 
 
 def build_collector_actor(
@@ -112,6 +132,33 @@ def build_collector_actor(
             "pass the learner's actor_hidden_dim / use_layer_norm / actor_kwargs"
         )
     return actor, actor_state
+
+
+def actor_input_statistics(learner: Any) -> tuple[Any, Any]:
+    """``(mean, std)`` of every column the learner's actor reads, which the collector
+    normalises its input with: the learner's ``actor_input_statistics()`` (a privileged actor's
+    covers its privileged columns too), else its observation normaliser's."""
+    statistics = getattr(learner, "actor_input_statistics", None)
+    if statistics is not None:
+        return statistics()
+    return learner.obs_normalizer.mean, learner.obs_normalizer.std
+
+
+def actor_inputs(
+    algo_type: str, obs: np.ndarray, critic: np.ndarray | None, info: Mapping[str, Any] | None,
+    obs_stats: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """``(obs, priv_info)`` as the collector's actor reads them: for a privileged actor the
+    privileged values (`resolve_offpolicy_actor_priv_info`) joined to ``obs``, normalised
+    together (`policy_input`) and split again; otherwise ``policy_input(obs)`` and None."""
+    priv = resolve_offpolicy_actor_priv_info(
+        algo_type=algo_type, obs_np=obs, critic_np=critic, info=info or {}
+    )
+    if priv is None:
+        return policy_input(obs, obs_stats), None
+    joined = policy_input(np.concatenate([obs, priv], axis=-1).astype(np.float32), obs_stats)
+    width = obs.shape[-1]
+    return joined[..., :width], joined[..., width:]
 
 
 def policy_input(obs: np.ndarray, obs_stats: Any) -> torch.Tensor:

@@ -43,8 +43,13 @@ chunks and its first iterations may train nothing (`test_offpolicy_jax_backend`:
 the two agree. Both are kept: the torch path matches the reference runner, the JAX core its
 fused scan of fixed length.
 
-`algo_type` takes our names (`"sac"`, `"td3"`, `"flash_sac"`) and the reference's
-(`"flashsac"`); `runner.algo_type` is ours.
+`algo_type` takes our names (`"sac"`, `"td3"`, `"flash_sac"`, `"hora_sac"`) and the
+reference's (`"flashsac"`); `runner.algo_type` is ours. HORA-SAC (`unilab.algos.torch.hora`,
+the reference's `runtime_impl: hora_sac`) runs with `algo_type="hora_sac"` (what its runtime's
+`algo_type` says) or `algo_type="sac"` with a `HoraSACLearner` (the runner takes the learner's
+algorithm): the collector then gives the actor the privileged values too, and `"mjx"` trains
+the core's `"hora_sac"`. A learner of another registered algorithm than `algo_type`'s is
+refused.
 
 Observation normalisation follows the learner: a learner built with `obs_normalization=True`
 gets its statistics from the rows collected since the previous iteration
@@ -93,7 +98,12 @@ from unilab.algos.torch.offpolicy import settings
 from unilab.algos.torch.offpolicy.run_state import RunState, stop_line
 from unilab.algos.torch.offpolicy.settings import SIM_BACKENDS
 from unilab.algos.torch.offpolicy.torch_loop import RUN_IPC_ATTRIBUTES, TorchLoop
-from unilab.algos.torch.registry import actor_kwargs_from_learner, build_actor, get_torch_algo
+from unilab.algos.torch.registry import (
+    actor_kwargs_from_learner,
+    build_actor,
+    get_torch_algo,
+    spec_of_learner,
+)
 from unilab_jax.training.facade import ImmediateStop, RunStopped
 
 __all__ = ["SIM_BACKENDS", "OffPolicyRunner"]
@@ -131,7 +141,7 @@ class OffPolicyRunner(TorchLoop):
         super().__init__(collector_device="cpu")
         # An unknown algo_type fails first, with the known ones; the reference's spelling
         # ("flashsac") becomes our name ("flash_sac"), which the core and checkpoints use.
-        algo_type = get_torch_algo(algo_type).name
+        algo_type = _learner_algo(learner, get_torch_algo(algo_type).name)
         if sim_backend not in SIM_BACKENDS:
             raise ValueError(
                 f"unknown sim_backend {sim_backend!r}; supported: "
@@ -260,3 +270,19 @@ class OffPolicyRunner(TorchLoop):
 
     def _algo_name(self) -> str:
         return get_torch_algo(self.algo_type).core.display_name
+
+
+def _learner_algo(learner: Any, algo_type: str) -> str:
+    """The algorithm the runner trains: ``algo_type``, or the learner's own when it is a
+    variant of it (``algo_type="sac"`` with a ``HoraSACLearner``, as the reference's script
+    passes a custom runtime's learner: HORA-SAC). A registered learner of another algorithm
+    is refused (``ValueError``); a learner of no registered algorithm is taken as it is."""
+    spec, own = get_torch_algo(algo_type), spec_of_learner(learner)
+    if own is None or own.name == spec.name:
+        return spec.name
+    if issubclass(own.learner_cls, spec.learner_cls):
+        return own.name
+    raise ValueError(
+        f"algo_type {algo_type!r} trains a {spec.learner_cls.__name__}, got a "
+        f"{type(learner).__name__} ({own.name!r}); pass algo_type={own.name!r}"
+    )

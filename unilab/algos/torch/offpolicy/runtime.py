@@ -10,8 +10,9 @@ collector, which extra actor kwargs to use, whether symmetry augmentation is sup
 which extra model kwargs to derive from the observation sizes. ``OffPolicyRuntime`` takes the
 reference's arguments and defaults (all optional).
 
-This project ships no custom runtime (the reference's HORA-SAC used one); the hook is kept so
-that configs and third-party packages can plug one in.
+This project ships one custom runtime, HORA-SAC's (``runtime_impl: hora_sac`` with
+``runtime_resolver: unilab.algos.torch.hora.sac:resolve_hora_sac_runtime``); configs and
+third-party packages can plug in others.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def env_dims(env_name: str, env_cfg_override: dict | None = None) -> tuple[int, 
     (shapes only, nothing compiled or run), the cheapest source the core offers."""
     from unilab_jax.envs import load
 
-    env = load(env_name, config_override=env_cfg_override)
+    env = load(env_name, config_override=env_cfg_override, physics="mujoco")  # sizes only
     obs_dim = int(env.obs_size["obs"])
     return obs_dim, int(env.action_size), int(env.obs_size.get("critic", obs_dim))
 

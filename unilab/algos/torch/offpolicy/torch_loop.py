@@ -55,6 +55,7 @@ import torch
 from unilab.algos.torch.common.updates import run_updates
 from unilab.algos.torch.offpolicy import ranks
 from unilab.algos.torch.offpolicy.batch_sources import BatchSource, RingBatches
+from unilab.algos.torch.offpolicy.collector_actor import actor_input_statistics
 from unilab.algos.torch.offpolicy.run_state import RunState, late_stop, open_sinks, stop_line
 from unilab.algos.torch.offpolicy.worker import collector_kwargs, off_policy_collector_fn
 from unilab.ipc import ReplayBuffer, SharedObsNormStats, SharedWeightSync
@@ -422,8 +423,7 @@ class TorchLoop(AsyncRunner):
         """Statistics and actor weights to the collector, then release it; returns seconds."""
         t0 = time.perf_counter()
         if self.obs_stats is not None:
-            normalizer = self.learner.obs_normalizer
-            self.obs_stats.put(normalizer.mean, normalizer.std)
+            self.obs_stats.put(*actor_input_statistics(self.learner))
         with maybe_span(run.recorder, "learner/weight_sync_write", cat="learner"):
             # A collector killed while reading the weights holds their lock forever.
             self.weight_sync.write_weights(self.learner.actor.state_dict(), self.check_collector)

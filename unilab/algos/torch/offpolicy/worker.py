@@ -4,8 +4,9 @@ Collects (obs, action, reward, next_obs, done) transitions using the current act
 in a subprocess; writes to ReplayBuffer.
 
 One loop iteration (reference §1.3) is one vectorised `env.step`: refresh the actor when the
-learner published new weights, normalise the policy input with the learner's statistics, sample
-exploration actions, step, write the transitions (the true final observation replaces
+learner published new weights, normalise the policy input with the learner's statistics (a
+privileged actor's, HORA-SAC's, with its privileged values: `collector_actor.actor_inputs`),
+sample exploration actions, step, write the transitions (the true final observation replaces
 `next_obs` of ended episodes), serve a pending pack request (B path), keep episode statistics,
 and, with `sync_collection`, hand over every `env_steps_per_sync` steps and wait for the
 learner. Every 10 steps a metrics message goes to the learner.
@@ -43,6 +44,7 @@ import numpy as np
 import torch
 
 from unilab.algos.torch.offpolicy.collector_actor import (
+    actor_inputs,
     build_collector_actor,
     policy_input,
     resolve_collector_actor_dims,
@@ -299,8 +301,10 @@ class _Collector:
         state = self.state
         obs, critic = state.obs["obs"], state.obs.get("critic", state.obs["obs"])
         with maybe_span(rec, "collector/actor_infer_cpu", cat="collector"):
+            # A privileged actor (HORA-SAC) also reads the privileged values (priv None else).
+            policy_obs, priv = actor_inputs(self.algo_type, obs, critic, state.info, self.obs_stats)
             actions = sample_offpolicy_actions(
-                self.actor, self.algo_type, self._policy_input(obs), self.prev_dones
+                self.actor, self.algo_type, policy_obs, self.prev_dones, priv
             )
         t2 = time.perf_counter()
         with maybe_span(rec, "collector/env_step", cat="collector"):
