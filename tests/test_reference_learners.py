@@ -443,14 +443,18 @@ def _hora_name(name: str) -> str:
 HORA_NAMES = Names(table=_hora_name, optimizers=SAC_NAMES.optimizers)
 
 
-def build_hora(golden: Golden) -> HoraSACLearner:
+def _hora_kwargs(golden: Golden) -> dict[str, Any]:
     given = golden.kwargs
     assert not given["use_amp"] and not given["use_compile"]
     renamed = {
         "obs_normalization": False,
         "priv_mlp_hidden_dims": tuple(given["priv_mlp_hidden_dims"]),
     }
-    learner = HoraSACLearner(**_accepting(HoraSACLearner, given, renamed, set()))
+    return _accepting(HoraSACLearner, given, renamed, set())
+
+
+def build_hora(golden: Golden) -> HoraSACLearner:
+    learner = HoraSACLearner(**_hora_kwargs(golden))
     assert learner.target_entropy == golden.meta["target_entropy"]
     load_reference_state(learner, HORA_NAMES, golden.states["before"])
     return learner
@@ -869,3 +873,49 @@ def test_a_reference_flash_sac_checkpoint_loads_into_our_learner() -> None:
         wrong.support = support
         with pytest.raises(ValueError, match="value support"):
             wrong.load_state_dict(reference_flash_checkpoint(stage))
+
+
+def reference_sac_checkpoint(state: dict[str, np.ndarray], learner: Any) -> dict[str, Any]:
+    """A golden FastSAC-layout stage (HORA-SAC's) in the layout of the reference's
+    ``model_<it>.pt``: one state dict per network in its recorded order, each optimiser's
+    moments keyed by parameter index in the order its keys were recorded (its parameters'
+    order), one parameter group over them with our optimiser's hyperparameters."""
+    tensor = lambda v: torch.from_numpy(np.array(v))  # noqa: E731
+    out: dict[str, Any] = {"actor": {}, "qnet": {}, "qnet_target": {}, "update_count": 7}
+    optimisers: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
+    for key, value in state.items():
+        if "/" in key:
+            optimizer, param, slot = key.split("/")
+            optimisers.setdefault(optimizer, {}).setdefault(param, {})[slot] = tensor(value)
+        elif key.split(".", 1)[0] in out:
+            head, name = key.split(".", 1)
+            out[head][name] = tensor(value)
+    out["log_alpha"] = tensor(state["log_alpha"])
+    for optimizer, params in optimisers.items():
+        (group,) = getattr(learner, optimizer).state_dict()["param_groups"]
+        out[optimizer] = {
+            "state": dict(enumerate(params.values())),
+            "param_groups": [{**group, "params": list(range(len(params)))}],
+        }
+    return out
+
+
+def test_a_reference_hora_sac_checkpoint_loads_into_our_learner() -> None:
+    """``HoraSACLearner.load_state_dict`` reads a reference HORA-SAC checkpoint whole: its
+    actor's modules renamed and the actor optimiser's moments moved from the reference's
+    parameter order (encoder first) to ours (trunk first). Every tensor the golden file
+    recorded after the reference's update is then ours exactly. An actor of another layout is
+    refused, naming the parameters."""
+    golden = load_golden("hora_sac")
+    stage = golden.states["soft_update_target"]
+    learner = build_hora(golden)
+    learner.load_state_dict(reference_sac_checkpoint(stage, learner))
+    ours = read_our_state(learner, HORA_NAMES, stage)
+    assert len(ours) > 100
+    for key, ours_value in ours.items():
+        np.testing.assert_array_equal(ours_value, np.asarray(stage[key], np.float64), key)
+    assert learner.update_count == 7
+    assert math.isfinite(learner.update_critic(golden.batch)["qf_loss"])
+    wider = HoraSACLearner(**{**_hora_kwargs(golden), "priv_mlp_hidden_dims": (64, 9)})
+    with pytest.raises(ValueError, match="priv_mlp_hidden_dims"):
+        wider.load_state_dict(reference_sac_checkpoint(stage, wider))

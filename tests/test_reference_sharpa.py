@@ -51,8 +51,10 @@ control step misses the recorded one by 1e-3 (qpos) / 2e-2 to 2.5e-1 (qvel) on e
 env (max 5.9e-2 / 7.0). Found after this was written (debug runs, not yet a test): plain
 mujoco-uni 3.8 stepping our model reproduces the recording (median qvel 2.4e-5; env 0's worst
 step 2.9e-4 / 1.5e-2 unexplained), so the difference is MuJoCo 3.17's runtime on this
-mesh-cylinder scene; and ``object_scale_fields`` leaves the object's ``bvh_aabb`` unscaled (under
-3.8 that alone costs the scale-1.2 env 0.36 qvel; no visible effect under 3.17): to fix. The
+mesh-cylinder scene. (That debug replay also left the object's ``bvh_aabb`` at scale 1, which
+cost the scale-1.2 env 0.36 qvel there; our runtime does not: ``object_scale_fields`` leaves it
+to ``mj_setConst``, which in 3.17 recomputes it, and ``tests/test_sharpa.py`` holds the swapped
+model to the one MuJoCo compiles at each scale, field for field.) The
 carried rollout therefore parts from the first step (qpos 4e-3 after one step, 0.9 after 31;
 obs up to 4, the tactile forces), and its ends part at step 31 (an end the reference did not
 have), after the 4

@@ -5,12 +5,14 @@ parity with the reference is a separate file."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import mujoco
 import numpy as np
 import pytest
 
@@ -30,6 +32,7 @@ from unilab_jax.envs.manipulation.sharpa_model import (
     HAND_JOINTS,
     build_sharpa_model,
     friction_geoms,
+    object_scale_fields,
 )
 from unilab_jax.envs.vec_env import make
 from unilab_jax.errors import ConfigError
@@ -257,6 +260,31 @@ def test_rotation_reward_is_the_angular_velocity_about_z() -> None:
     )
     assert float(terms["rotate"]) == pytest.approx(0.2, rel=1e-3)
     assert float(terms["object_pos"]) == pytest.approx(1000.0)
+
+
+@pytest.mark.parametrize("scale", [0.8, 1.5])
+def test_scale_fields_make_the_model_mujoco_compiles_at_that_scale(scale: float) -> None:
+    """The reference compiles one model per object scale from the scaled geom; ours swaps
+    ``object_scale_fields`` into one model and lets ``mj_setConst`` derive the rest, as the C
+    MuJoCo backend does after every change: every field of the two models must agree, the
+    object body's bounding-volume box (which the collision midphase culls with) among them."""
+    model = build_sharpa_model()
+    compiled = build_sharpa_model(object_scale=scale)
+    ours = copy.copy(model)
+    for name, value in object_scale_fields(model, scale).items():
+        getattr(ours, name)[...] = value
+    body = model.body("object").id
+    box = slice(model.body_bvhadr[body], model.body_bvhadr[body] + model.body_bvhnum[body])
+    assert not np.allclose(ours.bvh_aabb[box], compiled.bvh_aabb[box])  # until mj_setConst
+    mujoco.mj_setConst(ours, mujoco.MjData(ours))
+    differ = []
+    for name in dir(compiled):
+        value = getattr(compiled, name)
+        if name.startswith("_") or not isinstance(value, np.ndarray):
+            continue
+        if not np.allclose(getattr(ours, name), value, rtol=1e-9, atol=1e-12):
+            differ.append(name)
+    assert differ == []
 
 
 # --------------------------------------------------------------------------- C MuJoCo steps

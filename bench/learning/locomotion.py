@@ -235,6 +235,7 @@ def best_row(rows: list[dict]) -> dict:
 def family_evaluator(env: str) -> tuple:
     """``(figures, best)`` for ``env``'s task family: ``tracking_figures`` and
     ``best_tracking_row`` for the motion trackers (``bench/learning/tracking.py``),
+    ``inhand_figures`` and ``best_inhand_row`` for in-hand rotation (``inhand.py``),
     ``walking_figures`` and ``best_row`` for the walking robots."""
     from unilab_jax.envs.registry import task_family
 
@@ -242,7 +243,21 @@ def family_evaluator(env: str) -> tuple:
         from bench.learning.tracking import best_tracking_row, tracking_figures
 
         return tracking_figures, best_tracking_row
+    if task_family(env) == "inhand":
+        from bench.learning.inhand import best_inhand_row, inhand_figures
+
+        return inhand_figures, best_inhand_row
     return walking_figures, best_row
+
+
+def evaluated(agent, act, state) -> tuple:
+    """A policy as the evaluators take it: ``(act, state)``, and for a privileged actor
+    (HORA-SAC) what it reads from an observation dict (``unilab_jax.algos.agent.observer``;
+    the in-hand evaluator takes it)."""
+    from unilab_jax.algos.agent import observer
+
+    observe = observer(agent)
+    return (act, state) if observe is None else (act, state, observe)
 
 
 def walk(args: argparse.Namespace) -> None:
@@ -336,13 +351,17 @@ def train_run(args: argparse.Namespace) -> None:
     rows = [
         {
             "policy": "untrained",
-            **figures(args.env, {"untrained": (act, untrained)}, args.episodes, args.seed)[
-                "untrained"
-            ],
+            **figures(
+                args.env,
+                {"untrained": evaluated(trainer.agent, act, untrained)},
+                args.episodes,
+                args.seed,
+            )["untrained"],
         }
     ]
     for snap in snapshots:
-        fig = figures(args.env, {"p": (act, snap["agent"])}, args.episodes, args.seed)
+        policy = evaluated(trainer.agent, act, snap["agent"])
+        fig = figures(args.env, {"p": policy}, args.episodes, args.seed)
         rows.append({"policy": "trained", **{k: v for k, v in snap.items() if k != "agent"},
                      **fig["p"]})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)

@@ -28,7 +28,11 @@ Every run is a child process of its own, one after another, so each has the CPU 
   step is at least 0.8 of its maximum; a motion tracker's checkpoint *tracks* when at least
   90% of deterministic episodes from the clip's first frame reach its end with a mean body
   error under 10 cm (``bench.learning.tracking``; the reference trains on the same clip,
-  converted into its format). The reference's ``model_<it>.pt`` are read by our
+  converted into its format); in-hand rotation has no absolute goal: a checkpoint *reaches*
+  the reference when it turns the object at least as fast about the task's axis and keeps it
+  to the time limit at least as often as the reference's best checkpoint does
+  (``bench.learning.inhand``; both sides start from the same grasp caches, ours, in the
+  reference's format). The reference's ``model_<it>.pt`` are read by our
   facade's learner of the same algorithm, built with the reference run's recorded settings.
   ``--ref-runs DIR,...`` evaluates reference runs trained before (their ``*_mujoco`` run
   directories) instead of training new ones: the seed is the one the run recorded, and its
@@ -84,6 +88,13 @@ class Recipe:
     motion_clip: str | None = None
     """A tracking task's clip (``holosoma:NAME`` or a path), converted into the reference's
     format for its run (``+env.motion_file``); ours loads the same clip."""
+    ref_profile: str | None = None
+    """The reference's task owner variant (its CLI's ``--profile``: ``hora`` for
+    ``task/sac/sharpa_inhand/mujoco_hora.yaml``)."""
+    grasp_caches: str | None = None
+    """A task that starts from grasp caches (our task's name): both sides read its default
+    ones (the reference's format, made by ``unilab-jax sharpa-grasps``; the reference through
+    ``env.grasp_cache_path``)."""
 
     def for_speed(self) -> Recipe:
         """This recipe with the speed part's algorithms."""
@@ -92,12 +103,13 @@ class Recipe:
         return dataclasses.replace(self, ref_algo=self.speed_algo[0], our_algo=self.speed_algo[1])
 
 
-def cpu_preset_sizes(env: str) -> dict:
-    """The run sizes of ``env``'s CPU preset (``unilab_jax.training.presets``), as the
-    reference's Hydra ``algo.*`` keys: one place for them, read by both sides' runs."""
+def cpu_preset_sizes(env: str, algo_name: str = "sac") -> dict:
+    """The run sizes of ``env``'s CPU preset (``unilab_jax.training.presets``) for
+    ``algo_name``, as the reference's Hydra ``algo.*`` keys: one place for them, read by both
+    sides' runs."""
     from unilab_jax.training.presets import preset_configs
 
-    config, algo = preset_configs(env, "sac", "cpu")
+    config, algo = preset_configs(env, algo_name, "cpu")
     return dict(
         num_envs=config.num_envs,
         batch_size=config.batch_size,
@@ -189,6 +201,31 @@ for _task, _ref_task in (
     )
 
 
+# In-hand rotation: the reference's HORA-SAC owner (task/sac/sharpa_inhand/mujoco_hora.yaml:
+# discount 0.97, learning rates 4.5e-4, 101 atoms, policy frequency 2, 2 env steps per sync, ...)
+# at our inhand/cpu sizes on both sides, from the same grasp caches (ours, made here).
+RECIPES["SharpaInhandRotation"] = Recipe(
+    ref_task="sharpa_inhand",
+    ref_algo="sac",
+    ref_profile="hora",
+    our_algo="hora_sac",
+    speed=cpu_preset_sizes("SharpaInhandRotation", "hora_sac"),
+    ref_cpu=cpu_preset_sizes("SharpaInhandRotation", "hora_sac"),
+    grasp_caches="SharpaInhandRotation",
+)
+
+
+def grasp_cache_path(task: str) -> str:
+    """Our task's grasp caches (its default ``grasp_cache_path``), checked: a missing cache
+    stops the bench with the command that makes it, before either side starts."""
+    from unilab_jax.envs.manipulation.grasp_cache import load_grasp_caches
+    from unilab_jax.envs.registry import default_config
+
+    config = default_config(task)
+    load_grasp_caches(config.grasp_cache_path, config.scale_list)  # raises, naming the command
+    return str(Path(config.grasp_cache_path).expanduser())
+
+
 def our_settings(recipe: Recipe, settings: dict) -> tuple[dict, dict]:
     """The reference's Hydra ``algo.*`` keys as our ``(TrainConfig, algorithm)`` settings."""
     train_keys = {"num_envs", "batch_size", "updates_per_step", "learning_starts"}
@@ -212,10 +249,13 @@ def reference_command(
         clip = log_root / "clip.npz"
         convert_motion_file(recipe.motion_clip, clip, build_g1_model())
         overrides.append(f"+env.motion_file={clip}")
+    if recipe.grasp_caches:  # ours, in its format (checked: a missing one names the command)
+        overrides.append(f"env.grasp_cache_path={grasp_cache_path(recipe.grasp_caches)}")
+    profile = ["--profile", recipe.ref_profile] if recipe.ref_profile else []
     return [
         str(python_of(args.venv)), "-c",
         "import sys; from unilab.cli import train_main; sys.exit(train_main())",
-        "--algo", recipe.ref_algo, "--task", recipe.ref_task, "--sim", "mujoco",
+        "--algo", recipe.ref_algo, "--task", recipe.ref_task, "--sim", "mujoco", *profile,
         *overrides, f"algo.max_iterations={iterations}", f"algo.seed={seed}",
         f"algo.save_interval={save_interval}", f"training.log_root={log_root}",
         "training.no_play=true", "training.export_onnx=false", "training.use_amp=false",
@@ -285,9 +325,9 @@ OUR_TORCH_NAME = {"flashsac": "flash_sac"}
 def reference_policy(task: str, recorded: dict, checkpoint: Path, scratch: Path):
     """The reference's ``model_<it>.pt`` as our ``Policy``: our facade's learner of the same
     algorithm, built with the settings the reference run recorded (``recorded``: its
-    ``run_config.json``'s ``config.algo``), loads its state dict (a
-    FlashSAC one converted by ``flash_sac.reference_names``) and is saved again with our
-    metadata."""
+    ``run_config.json``'s ``config.algo``; ``runtime_impl: hora_sac`` is HORA-SAC), loads its
+    state dict (a FlashSAC or HORA-SAC one converted by its ``reference_names``) and is saved
+    again with our metadata."""
     import torch
 
     import unilab_jax
@@ -296,20 +336,29 @@ def reference_policy(task: str, recorded: dict, checkpoint: Path, scratch: Path)
     from unilab_jax.config import TrainConfig
     from unilab_jax.envs import load
 
-    params = {**{k: v for k, v in recorded.items() if k != "algo_params"},
-              **recorded.get("algo_params", {})}  # fmt: skip
+    params = {**{k: v for k, v in recorded.items() if k not in ("algo_params", "actor")},
+              **recorded.get("algo_params", {}), **(recorded.get("actor") or {})}  # fmt: skip
     algo = OUR_TORCH_NAME.get(recorded["algo"], recorded["algo"])  # the run's, not our recipe's
+    if recorded.get("runtime_impl") == "hora_sac":  # its SAC owner's HORA runtime
+        algo = "hora_sac"
     env = load(task)
     cls = TORCH_ALGOS[algo].learner_cls
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "device"}
     kwargs = {k: v for k, v in params.items() if k in accepted}
     if kwargs.get("use_symmetry"):  # the task's mirror map in place of the reference's contract
         kwargs["mirror"] = env.mirror
-    learner = cls(env.obs_size["obs"], env.action_size, env.obs_size["critic"], **kwargs)
+    if algo in ("sac", "hora_sac") and "obs_normalization" in accepted:
+        kwargs["obs_normalization"] = False  # its FastSAC has no normaliser (its flag a no-op)
+    dims = dict(obs_dim=env.obs_size["obs"], action_dim=env.action_size,
+                critic_obs_dim=env.obs_size["critic"])  # fmt: skip
+    if algo == "hora_sac":  # keyword-only, as the reference's HoraSACLearner
+        learner = cls(**{**kwargs, **dims})
+    else:
+        learner = cls(dims["obs_dim"], dims["action_dim"], dims["critic_obs_dim"], **kwargs)
     saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
     if algo == "flash_sac" and recorded.get("obs_normalization"):
         raise RuntimeError(f"{checkpoint}: a FlashSAC run with obs_normalization on")
-    learner.load_state_dict(saved)  # FlashSAC's: flash_sac.reference_names converts it
+    learner.load_state_dict(saved)  # FlashSAC's and HORA-SAC's: their reference_names convert
     iteration = int(checkpoint.stem.split("_")[1])
     meta = checkpoint_meta(learner, TrainConfig(env=task, algo=algo), "mujoco")
     path = scratch / checkpoint.name
@@ -449,7 +498,7 @@ def evaluate_reference_run(
     its best-walking one on video."""
     import jax
 
-    from bench.learning.locomotion import family_evaluator, walking_video
+    from bench.learning.locomotion import evaluated, family_evaluator, walking_video
 
     figures, best_row = family_evaluator(task)
     recorded = json.loads((log_dir / "run_config.json").read_text())["config"]["algo"]
@@ -465,7 +514,8 @@ def evaluate_reference_run(
             print(f"skipped {ckpt.name}: {err}", flush=True)
             continue
         act = jax.jit(policy.agent.act)
-        fig = figures(task, {"p": (act, policy.state)}, args.episodes, 1)["p"]
+        fig = figures(task, {"p": evaluated(policy.agent, act, policy.state)}, args.episodes,
+                      1)["p"]  # fmt: skip
         it = int(ckpt.stem.split("_")[1])
         rows.append({"side": "reference", "seed": seed, "iteration": it,
                      "env_steps": it * num_envs, "wall_sec": ckpt.stat().st_mtime - started,
@@ -506,17 +556,34 @@ def walks(row: dict) -> bool:
     return row["time_limit_rate"] >= WALK_TIME_LIMIT and row["tracking_share"] >= WALK_TRACKING
 
 
-def reaches_goal(row: dict) -> bool:
-    """The task's goal: walking, or tracking the clip (``bench.learning.tracking.tracks``)."""
+def reaches_goal(row: dict, target: dict | None = None) -> bool:
+    """The task's goal: walking, tracking the clip (``bench.learning.tracking.tracks``), or
+    for in-hand rotation, which has no absolute goal, reaching ``target`` (the reference's
+    best checkpoint: ``bench.learning.inhand.reaches``)."""
+    from bench.learning.inhand import reaches
     from bench.learning.tracking import tracks
 
+    if "turned_rad" in row:
+        return target is not None and reaches(row, target)
     return tracks(row) if "clip_end_rate" in row else walks(row)
 
 
+def inhand_target(task: str, rows: list[dict]) -> dict | None:
+    """In-hand rotation's goal: the reference's best evaluated checkpoint (every seed)."""
+    from bench.learning.inhand import best_inhand_row
+
+    ref = [r for r in rows if r["task"] == task and r["part"] == "learn"
+           and r["side"] == "reference" and "turned_rad" in r]  # fmt: skip
+    return best_inhand_row(ref) if ref else None
+
+
 def end_of_curve(row: dict) -> str:
-    """A row's figures: time-limit share / tracking share, or clip-end share / body error."""
+    """A row's figures: time-limit share / tracking share, clip-end share / body error, or
+    share keeping the object / rotation rate."""
     if "clip_end_rate" in row:
         return f"{100 * row['clip_end_rate']:.0f}% / {100 * row['body_error_m']:.1f} cm"
+    if "turned_rad" in row:
+        return f"{100 * row['time_limit_rate']:.0f}% / {row['rotation_rate']:.2f} rad/s"
     return f"{100 * row['time_limit_rate']:.0f}% / {row['tracking_share']:.2f}"
 
 
@@ -538,9 +605,10 @@ def report(rows: list[dict], record: bool) -> str:
         for r in rows:
             if r["task"] == task and r["part"] == "learn" and r.get("policy") != "untrained":
                 runs.setdefault((r["side"], r.get("seed", 0)), []).append(r)
+        target = inhand_target(task, rows)
         for (side, seed), curve in sorted(runs.items()):
             curve.sort(key=lambda r: r["env_steps"])
-            first = next((r for r in curve if reaches_goal(r)), None)
+            first = next((r for r in curve if reaches_goal(r, target)), None)
             last = curve[-1]
             learn_rows.append([
                 task, side, seed,
@@ -558,8 +626,8 @@ def report(rows: list[dict], record: bool) -> str:
                 "task",
                 "side",
                 "seed",
-                "first checkpoint at the goal (walks / tracks)",
-                "end of curve (time limit / tracking, or clip end / body error)",
+                "first checkpoint at the goal (walks / tracks / the reference's best)",
+                "end of curve (time limit / tracking, clip end / body error, or keeps / rotation)",
             ],
             learn_rows,
         )  # fmt: skip
@@ -610,15 +678,25 @@ def plot(task: str, rows: list[dict]) -> None:
 
     # (key, axis label, goal line) of each row: walking, or clip tracking (where the clip's
     # end is far off, how long episodes from its first frame last shows how far it gets).
-    tracking = "clip_end_rate" in next(iter(curves.values()))[0]
-    rows_shown = (
-        [("body_error_m", "body error (m)", TRACK_BODY_ERROR),
-         ("mean_length", "episode length from frame 0", _clip_steps(task)),
-         ("clip_end_rate", "episodes to the clip's end", TRACK_CLIP_END)]
-        if tracking else
-        [("tracking_share", "lin. vel. tracking / max", WALK_TRACKING),
-         ("time_limit_rate", "episodes to the time limit", WALK_TIME_LIMIT)]
-    )  # fmt: skip
+    first_row = next(iter(curves.values()))[0]
+    target = inhand_target(task, rows) or {}
+    if "clip_end_rate" in first_row:
+        rows_shown = [
+            ("body_error_m", "body error (m)", TRACK_BODY_ERROR),
+            ("mean_length", "episode length from frame 0", _clip_steps(task)),
+            ("clip_end_rate", "episodes to the clip's end", TRACK_CLIP_END),
+        ]
+    elif "turned_rad" in first_row:  # goal lines: the reference's best checkpoint
+        rows_shown = [
+            ("turned_rad", "turned per episode (rad)", target.get("turned_rad")),
+            ("rotation_rate", "rotation rate (rad/s)", target.get("rotation_rate")),
+            ("time_limit_rate", "episodes keeping the object", target.get("time_limit_rate")),
+        ]
+    else:
+        rows_shown = [
+            ("tracking_share", "lin. vel. tracking / max", WALK_TRACKING),
+            ("time_limit_rate", "episodes to the time limit", WALK_TIME_LIMIT),
+        ]
     n = len(rows_shown)
     fig, axes = plt.subplots(n, 2, figsize=(11, 3.5 * n), sharey="row")
     colours = {"reference": "tab:red", "core": "tab:blue", "facade": "tab:green"}
@@ -633,7 +711,8 @@ def plot(task: str, rows: list[dict]) -> None:
     for col, name in enumerate(("env steps (M)", "wall-clock (min)")):
         axes[n - 1, col].set_xlabel(name)
         for row, (_, _, goal) in enumerate(rows_shown):
-            axes[row, col].axhline(goal, color="grey", ls=":")
+            if goal is not None:
+                axes[row, col].axhline(goal, color="grey", ls=":")
     for row, (_, label, _) in enumerate(rows_shown):
         axes[row, 0].set_ylabel(label)
     axes[0, 0].legend(fontsize=7)
@@ -693,6 +772,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.task is None or args.checkout is None or args.venv is None:
         parser.error("run needs --task, --checkout and --venv")
+    if RECIPES[args.task].grasp_caches:  # stops here, naming the command, if one is missing
+        grasp_cache_path(RECIPES[args.task].grasp_caches)
     parts = set(args.parts.split(","))
     new = []
     if "speed" in parts:

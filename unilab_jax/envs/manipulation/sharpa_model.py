@@ -19,7 +19,10 @@ condim 6.
 model variant per scale with the object geom's size multiplied (``GeomSizeOverride``), which
 changes the geom's size, bounding sphere and box, and the body's inertia (its mass, 0.05 kg on the
 geom, stays); these are exactly those fields scaled (a uniformly scaled solid's inertia scales
-with the square of the scale).
+with the square of the scale). The rest, the body's bounding-volume box (``bvh_aabb``, which the
+collision midphase culls with) and the constants of the mass matrix, ``mj_setConst`` derives
+from them, as the C MuJoCo backend runs it after every change: the result equals the variant
+MuJoCo compiles, field for field (``tests/test_sharpa.py``).
 
 :func:`friction_geoms` sorts the collision geoms into the three friction materials of the
 reference's randomisation: the object, the hand's elastomers, the hand's other (metal) geoms.
@@ -82,8 +85,12 @@ DEFAULT_HAND_POSE_DEG = (
 )  # fmt: skip
 
 
-def build_sharpa_model(config: SharpaInhandConfig | None = None) -> mujoco.MjModel:
-    """Compile the reference's Sharpa scene (module docstring) with ``config``'s time step."""
+def build_sharpa_model(
+    config: SharpaInhandConfig | None = None, object_scale: float | None = None
+) -> mujoco.MjModel:
+    """Compile the reference's Sharpa scene (module docstring) with ``config``'s time step;
+    with ``object_scale``, the object geom's size times it, as the reference compiles its
+    variant of one scale (the task swaps :func:`object_scale_fields` into one model instead)."""
     config = config or SharpaInhandConfig()
     spec = mujoco.MjSpec.from_file(str(SCENE_XML))
     for geom in [g for g in spec.geoms if g.contype == 0 and g.conaffinity == 0]:
@@ -94,6 +101,9 @@ def build_sharpa_model(config: SharpaInhandConfig | None = None) -> mujoco.MjMod
     # The object's centre of mass moves per episode: not a "simple" body, whose mass matrix
     # shortcuts assume it at the body frame (MuJoCo's mj_setConst refuses the moved one).
     spec.body(OBJECT_BODY).simple = False
+    if object_scale is not None:
+        geom = spec.geom(OBJECT_GEOM)
+        geom.size = [v * object_scale for v in geom.size]
     model = spec.compile()
     model.opt.timestep = config.timestep
     names = tuple(model.joint(model.actuator_trnid[i, 0]).name for i in range(model.nu))

@@ -19,7 +19,8 @@ non-positive ``priv_info_dim`` raise ``ValueError`` as the reference does. Ours:
 (the reference sliced ``critic[..., obs_dim:]`` whatever it was told); the actor's input is
 normalised (``obs_normalization``: the observation's columns with the actor's statistics, the
 privileged ones with the critic's statistics of those columns), the reference's had no
-normaliser.
+normaliser. A reference checkpoint loads as it is (``load_state_dict``; its actor's module
+names differ, ``reference_names``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from torch import nn
 
 from unilab.algos.torch.common.normalization import EmpiricalNormalization
 from unilab.algos.torch.fast_sac.learner import FastSACLearner
+from unilab.algos.torch.hora.reference_names import (
+    is_reference_checkpoint,
+    learner_state_from_reference,
+)
 from unilab_jax.algos.hyperparams import HoraSACConfig
 from unilab_jax.torch.actors import PrivilegedSACActor
 
@@ -136,6 +141,14 @@ class HoraSACLearner(FastSACLearner):
         return PrivilegedSACActor.from_config(
             self.config, self.obs_dim, self.action_dim, self.device, priv_dim=self.priv_info_dim
         )
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore ``get_state_dict()``, or a reference UniLab HORA-SAC checkpoint
+        (``reference_names.learner_state_from_reference``: its actor's names and the actor
+        optimiser's parameter order converted)."""
+        if is_reference_checkpoint(state_dict):
+            state_dict = learner_state_from_reference(state_dict, self)
+        super().load_state_dict(state_dict)
 
     def _actor_input(self, b: Mapping[str, torch.Tensor], next: bool = False) -> torch.Tensor:
         """``[obs | critic[..., -P:]]`` of the normalised batch (``next``: of ``next_obs`` and
