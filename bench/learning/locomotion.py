@@ -220,7 +220,7 @@ def snapshot_policy(env: str, algo: str, agent, state, iteration: int, config: d
     from unilab_jax.envs import load
     from unilab_jax.policy.load import Policy
 
-    task = load(env)
+    task = load(env, physics="mujoco")
     return Policy(env=env, algo=algo, iteration=iteration, obs_dim=task.obs_size["obs"],
                   action_dim=task.action_size, config=config, checkpoint="", agent=agent,
                   state=state)  # fmt: skip
@@ -397,7 +397,7 @@ def facade_runner(env_name: str, algo: str, train_set: dict, algo_set: dict) -> 
     config, settings = preset_configs(
         env_name, algo, "cpu", train=train_set, algo_settings=algo_set
     )
-    env = load(env_name)
+    env = load(env_name, physics="mujoco")
     cfg = resolve_algo_config(algo, env, settings)
     accepted = set(inspect.signature(TORCH_ALGOS[algo].learner_cls).parameters)
     extra = {"num_envs": config.num_envs} if "num_envs" in accepted else {}

@@ -341,7 +341,7 @@ def reference_policy(task: str, recorded: dict, checkpoint: Path, scratch: Path)
     algo = OUR_TORCH_NAME.get(recorded["algo"], recorded["algo"])  # the run's, not our recipe's
     if recorded.get("runtime_impl") == "hora_sac":  # its SAC owner's HORA runtime
         algo = "hora_sac"
-    env = load(task)
+    env = load(task, physics="mujoco")  # the sizes (a C MuJoCo-only task too)
     cls = TORCH_ALGOS[algo].learner_cls
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self", "device"}
     kwargs = {k: v for k, v in params.items() if k in accepted}
