@@ -11,7 +11,8 @@ priv_info, deterministic=False)``, ``encode_privileged_info(priv_info)``, and th
 
 Differences from the reference's ``HoraSACActor``: the trunk and heads keep FastSAC's names
 (``net``, ``fc_mu``, ``fc_logstd``; the reference's ``actor_trunk``, ``action_mean_head``,
-``action_logstd_head``), so a reference state_dict does not load as it is; the trunk always
+``action_logstd_head``), so a reference actor's state_dict does not load into it as it is (a
+whole reference checkpoint does, into ``HoraSACLearner``: ``reference_names``); the trunk always
 has a norm slot (Identity without LayerNorm, as FastSAC's); ``use_tanh=False`` (an unsquashed
 Gaussian) is refused, as FastSAC's learner refuses it; ``noise_correlation`` (ours) is
 accepted; no ``as_export_module`` (the core's export refuses a privileged actor: a deployed
