@@ -89,10 +89,9 @@ def test_the_references_g1_trains_with_symmetry_on_a_cpu():
 
 def test_g1_on_rough_ground_takes_g1_on_flat_grounds_presets():
     """The reference's G1WalkRough task file is G1WalkFlat's but for the task name: the same
-    recipe and penalty weights, on every scale and algorithm."""
+    recipe and penalty weights, on every scale and algorithm, except that on a CPU SAC samples
+    batch 1024 on rough ground (4 rows per env and update, the owner's GPU ratio)."""
     for scale in ("cpu", "gpu"):
-        flat, rough = get_preset("G1WalkFlat", scale), get_preset("G1WalkRough", scale)
-        assert rough == flat
         for algo in ("sac", "td3", "flash_sac"):
             assert (
                 preset_configs("G1WalkRough", algo, scale)[1]
@@ -100,6 +99,9 @@ def test_g1_on_rough_ground_takes_g1_on_flat_grounds_presets():
             )
             rough_config = preset_configs("G1WalkRough", algo, scale)[0]
             flat_config = preset_configs("G1WalkFlat", algo, scale)[0]
+            if (scale, algo) == ("cpu", "sac"):
+                assert (flat_config.batch_size, rough_config.batch_size) == (512, 1024)
+                rough_config = dataclasses.replace(rough_config, batch_size=512)
             assert dataclasses.replace(rough_config, env="G1WalkFlat") == flat_config
 
 
