@@ -151,7 +151,11 @@ _G1_CPU_TRAIN = {
 # update: the ratio of its owner's GPU recipe, batch 8192 over 2048 envs). At the flat preset's
 # 512 two quiet 45-minute seeds here ran 89-100% of episodes to the time limit from about 4M env
 # steps, but their checkpoints swung from one to the next (63-100%, tracking 0.37-0.82) and
-# neither held 95% with tracking 0.8 (bench/RESULTS.md, G1WalkRough beside the reference).
+# neither walked (95% with tracking 0.8; best 92% / 0.81 and 94% / 0.82). At 1024 (15% fewer env
+# steps per second) seed 0 walked at 38.5 minutes (4.35M env steps) and seed 1 came within a
+# hair from 33 minutes on (100% / 0.795, 91% / 0.83) without walking; the reference's seed at
+# its CPU recipe reached 92% / 0.80 at 58.8 minutes (bench/RESULTS.md, G1WalkRough beside the
+# reference). Not yet a preset that walks on every seed.
 _G1_ROUGH_CPU_TRAIN = {"sac": dict(batch_size=1024)}
 _G1_CPU_ALGO = {
     "sac": dict(use_symmetry=True, obs_normalization=False, v_min=-20.0, v_max=20.0),
