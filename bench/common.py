@@ -290,3 +290,15 @@ def ensure_repo_on_path() -> None:
     root = str(REPO_ROOT)
     if root not in sys.path:
         sys.path.insert(0, root)
+
+
+def evaluate_command(description: str, evaluate: Any, argv: Sequence[str] | None = None) -> None:
+    """The learning evaluators' command line: ``evaluate RUN [--episodes N] [--seed S]``, a
+    run's newest checkpoint beside the untrained policy (``evaluate(args)`` prints them)."""
+    parser = argparse.ArgumentParser(description=description)
+    sub = parser.add_subparsers(dest="command", required=True)
+    ev = sub.add_parser("evaluate", help="a run's newest checkpoint beside the untrained policy")
+    ev.add_argument("run", help="a training run's log dir")
+    ev.add_argument("--episodes", type=int, default=64)
+    ev.add_argument("--seed", type=int, default=1)
+    evaluate(parser.parse_args(argv))

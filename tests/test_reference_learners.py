@@ -67,6 +67,7 @@ from unilab.algos.torch.fast_td3.learner import FastTD3Learner
 from unilab.algos.torch.flash_sac.learner import FlashSACLearner
 from unilab.algos.torch.flash_sac.networks import RewardStatistics
 from unilab.algos.torch.flash_sac.reference_names import our_name
+from unilab.algos.torch.hora.reference_names import our_actor_name
 from unilab.algos.torch.hora.sac_learner import HoraSACLearner
 from unilab_jax.algos.agent import Transition
 from unilab_jax.algos.flash_sac import make_flash_sac
@@ -422,22 +423,15 @@ SAC = Case(build_sac, SAC_NAMES, run_sac_facade, run_sac_core, sac_metrics)
 
 # HORA-SAC ------------------------------------------------------------------------------------
 
+
 # The reference's HoraSACActor names its modules actor_trunk / action_mean_head /
 # action_logstd_head; ours (FastSAC's actor with the privileged encoder) net / fc_mu /
-# fc_logstd. priv_encoder is named alike; the recorded case has no projection layer (its
-# encoder ends at the embedding's width, as the recipe's 256-128-9 does).
-_HORA_RENAMES = (
-    ("actor.actor_trunk.", "actor.net."),
-    ("actor.action_mean_head.", "actor.fc_mu."),
-    ("actor.action_logstd_head.", "actor.fc_logstd."),
-)
-
-
+# fc_logstd (``hora.reference_names``, which converts a reference checkpoint on load).
+# priv_encoder is named alike; the recorded case has no projection layer (its encoder ends at
+# the embedding's width, as the recipe's 256-128-9 does).
 def _hora_name(name: str) -> str:
-    for ref, ours in _HORA_RENAMES:
-        if name.startswith(ref):
-            return ours + name[len(ref) :]
-    return name
+    head, _, rest = name.partition(".")
+    return f"actor.{our_actor_name(rest)}" if head == "actor" else name
 
 
 HORA_NAMES = Names(table=_hora_name, optimizers=SAC_NAMES.optimizers)
@@ -828,12 +822,14 @@ def test_flash_sac_reward_statistics_follow_the_reference_feed() -> None:
     assert rel_err(stats.carried.numpy() / gamma, want["reward_normalizer.g_r"]) <= RTOL
 
 
-def reference_flash_checkpoint(state: dict[str, np.ndarray]) -> dict[str, Any]:
-    """A golden FlashSAC stage in the layout of the reference's ``model_<it>.pt``: one state
-    dict per network in its recorded order, optimiser states keyed by parameter index (the
-    order its optimiser keys were recorded in), the temperature, the reward statistics."""
+def _networks_and_moments(
+    state: dict[str, np.ndarray], networks: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, dict[str, dict[str, torch.Tensor]]]]:
+    """A golden stage's ``networks`` as state dicts in their recorded order (with the update
+    count the checkpoints carry), and each optimiser's moments per parameter name, in the
+    order they were recorded (its parameters' order)."""
     tensor = lambda v: torch.from_numpy(np.array(v))  # noqa: E731
-    out: dict[str, Any] = {"actor": {}, "critic": {}, "target_critic": {}, "update_count": 7}
+    out: dict[str, Any] = {name: {} for name in networks}
     optimisers: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
     for key, value in state.items():
         if "/" in key:
@@ -842,6 +838,16 @@ def reference_flash_checkpoint(state: dict[str, np.ndarray]) -> dict[str, Any]:
         elif key.split(".", 1)[0] in out:
             head, name = key.split(".", 1)
             out[head][name] = tensor(value)
+    out["update_count"] = 7
+    return out, optimisers
+
+
+def reference_flash_checkpoint(state: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A golden FlashSAC stage in the layout of the reference's ``model_<it>.pt``: one state
+    dict per network in its recorded order, optimiser states keyed by parameter index (the
+    order its optimiser keys were recorded in), the temperature, the reward statistics."""
+    tensor = lambda v: torch.from_numpy(np.array(v))  # noqa: E731
+    out, optimisers = _networks_and_moments(state, ("actor", "critic", "target_critic"))
     out["temperature"] = {"log_temp": tensor(state["temperature.log_temp"])}
     for optimizer, params in optimisers.items():
         out[optimizer] = {"state": dict(enumerate(params.values())), "param_groups": []}
@@ -880,17 +886,8 @@ def reference_sac_checkpoint(state: dict[str, np.ndarray], learner: Any) -> dict
     ``model_<it>.pt``: one state dict per network in its recorded order, each optimiser's
     moments keyed by parameter index in the order its keys were recorded (its parameters'
     order), one parameter group over them with our optimiser's hyperparameters."""
-    tensor = lambda v: torch.from_numpy(np.array(v))  # noqa: E731
-    out: dict[str, Any] = {"actor": {}, "qnet": {}, "qnet_target": {}, "update_count": 7}
-    optimisers: dict[str, dict[str, dict[str, torch.Tensor]]] = {}
-    for key, value in state.items():
-        if "/" in key:
-            optimizer, param, slot = key.split("/")
-            optimisers.setdefault(optimizer, {}).setdefault(param, {})[slot] = tensor(value)
-        elif key.split(".", 1)[0] in out:
-            head, name = key.split(".", 1)
-            out[head][name] = tensor(value)
-    out["log_alpha"] = tensor(state["log_alpha"])
+    out, optimisers = _networks_and_moments(state, ("actor", "qnet", "qnet_target"))
+    out["log_alpha"] = torch.from_numpy(np.array(state["log_alpha"]))
     for optimizer, params in optimisers.items():
         (group,) = getattr(learner, optimizer).state_dict()["param_groups"]
         out[optimizer] = {

@@ -22,7 +22,7 @@ import json
 
 import numpy as np
 
-from bench.common import ensure_repo_on_path, markdown_table
+from bench.common import ensure_repo_on_path, evaluate_command, markdown_table
 
 ensure_repo_on_path()
 
@@ -124,14 +124,7 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    ev = sub.add_parser("evaluate", help="a run's newest checkpoint beside the untrained policy")
-    ev.add_argument("run", help="a training run's log dir")
-    ev.add_argument("--episodes", type=int, default=64)
-    ev.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args(argv)
-    evaluate(args)
+    evaluate_command(__doc__.split("\n\n")[0], evaluate, argv)
 
 
 if __name__ == "__main__":
