@@ -501,8 +501,12 @@ def evaluate_reference_run(
     from bench.learning.locomotion import evaluated, family_evaluator, walking_video
 
     figures, best_row = family_evaluator(task)
-    recorded = json.loads((log_dir / "run_config.json").read_text())["config"]["algo"]
+    run_config = json.loads((log_dir / "run_config.json").read_text())["config"]
+    recorded = run_config["algo"]
     num_envs, seed = int(recorded["num_envs"]), int(recorded["seed"])
+    # Each iteration collects env_steps_per_sync steps of every env (SharpaInhandRotation's
+    # HORA owner: 2; its axis/env_steps_total counts them so).
+    per_iteration = num_envs * int(run_config.get("training", {}).get("env_steps_per_sync", 1))
     ckpts = sorted(log_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
     rows = []
     for ckpt in ckpts:
@@ -518,7 +522,8 @@ def evaluate_reference_run(
                       1)["p"]  # fmt: skip
         it = int(ckpt.stem.split("_")[1])
         rows.append({"side": "reference", "seed": seed, "iteration": it,
-                     "env_steps": it * num_envs, "wall_sec": ckpt.stat().st_mtime - started,
+                     "env_steps": it * per_iteration,
+                     "wall_sec": ckpt.stat().st_mtime - started,
                      **fig})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     if rows and video:  # its best-walking checkpoint, on video
