@@ -215,14 +215,15 @@ RECIPES["SharpaInhandRotation"] = Recipe(
 )
 
 
-def grasp_cache_path(task: str) -> str:
-    """Our task's grasp caches (its default ``grasp_cache_path``), checked: a missing cache
-    stops the bench with the command that makes it, before either side starts."""
+def grasp_cache_path(task: str, check: bool = False) -> str:
+    """Our task's grasp-cache prefix (its default ``grasp_cache_path``); with ``check``, the
+    caches are loaded first: a missing one stops the bench with the command that makes it."""
     from unilab_jax.envs.manipulation.grasp_cache import load_grasp_caches
     from unilab_jax.envs.registry import default_config
 
     config = default_config(task)
-    load_grasp_caches(config.grasp_cache_path, config.scale_list)  # raises, naming the command
+    if check:
+        load_grasp_caches(config.grasp_cache_path, config.scale_list)  # raises, naming it
     return str(Path(config.grasp_cache_path).expanduser())
 
 
@@ -249,7 +250,7 @@ def reference_command(
         clip = log_root / "clip.npz"
         convert_motion_file(recipe.motion_clip, clip, build_g1_model())
         overrides.append(f"+env.motion_file={clip}")
-    if recipe.grasp_caches:  # ours, in its format (checked: a missing one names the command)
+    if recipe.grasp_caches:  # ours, in its format (checked in main before any run)
         overrides.append(f"env.grasp_cache_path={grasp_cache_path(recipe.grasp_caches)}")
     profile = ["--profile", recipe.ref_profile] if recipe.ref_profile else []
     return [
@@ -778,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.task is None or args.checkout is None or args.venv is None:
         parser.error("run needs --task, --checkout and --venv")
     if RECIPES[args.task].grasp_caches:  # stops here, naming the command, if one is missing
-        grasp_cache_path(RECIPES[args.task].grasp_caches)
+        grasp_cache_path(RECIPES[args.task].grasp_caches, check=True)
     parts = set(args.parts.split(","))
     new = []
     if "speed" in parts:
