@@ -56,6 +56,8 @@ def test_bad_sizes_fail_with_the_problem_and_the_fix(changes, message):
         ("sac", {"actor_hidden_dim": 2}, "actor_hidden_dim is 2; it must be an integer >= 4"),
         ("td3", {"critic_hidden_dim": 3}, "critic_hidden_dim is 3; it must be an integer >= 4"),
         ("sac", {"num_q_networks": 0}, "num_q_networks is 0; it must be an integer >= 1"),
+        ("sac", {"lr_decay_steps": -1}, "lr_decay_steps is -1; it must be an integer >= 0"),
+        ("sac", {"lr_final_ratio": 0.0}, r"lr_final_ratio is 0.0; it must be in \(0, 1\]"),
         ("sac", {"alpha_init": 0.0}, "alpha_init is 0.0; it must be > 0"),
         ("sac", {"log_std_min": 0.0}, r"log_std_min is 0.0; it must be below log_std_max \(0.0\)"),
         ("sac", {"gamma": float("nan")}, "gamma is nan; it must be a finite number"),

@@ -323,6 +323,45 @@ def test_non_finite_actor_loss_leaves_params_and_optimiser_unchanged():
     assert trees_close(new.actor_opt_state, state.actor_opt_state, atol=0.0)
 
 
+# Cosine over 2 critic updates to a quarter: the step's share is 1, 0.625, 0.25, 0.25 at counts 0-3.
+DECAYED = make_sac(
+    dataclasses.replace(CONFIG, lr_decay_steps=2, lr_final_ratio=0.25), OBS, CRITIC, ACT
+)
+
+
+def test_lr_decay_scales_actor_and_critic_steps_by_the_critics_update_count():
+    """From the same state, a decayed step moves the critic's and the actor's parameters by the
+    schedule's share of the constant-rate step, at the critic's count (the actor's own count
+    stays at 0 here); the temperature's step does not decay."""
+    decayed_critic, decayed_actor = jax.jit(DECAYED.update_critic), jax.jit(DECAYED.update_actor)
+    state = init(jax.random.key(0))
+    state = state.replace(actor_params=randomize(state.actor_params, 3))
+    batch, key = toy_batch(1), jax.random.key(2)
+
+    def share(before, constant, decayed):
+        moved = jax.tree.leaves(jax.tree.map(lambda b, c: np.asarray(c - b), before, constant))
+        scaled = jax.tree.leaves(jax.tree.map(lambda b, d: np.asarray(d - b), before, decayed))
+        ratio = sum(float(np.vdot(m, s)) for m, s in zip(moved, scaled, strict=True))
+        return ratio / sum(float(np.vdot(m, m)) for m in moved)
+
+    for count, expected in enumerate([1.0, 0.625, 0.25, 0.25]):
+        constant, _ = update_critic(state, batch, key)
+        decayed, _ = decayed_critic(state, batch, key)
+        assert share(state.critic_params, constant.critic_params, decayed.critic_params) == (
+            pytest.approx(expected, abs=1e-4)
+        ), count
+        assert float(decayed.log_alpha) == float(constant.log_alpha)
+        # The actor steps after the critic's update, so it reads the next count's share.
+        after = [1.0, 0.625, 0.25, 0.25, 0.25][count + 1]
+        actor_constant, _ = update_actor(constant, batch, key)
+        actor_decayed, _ = decayed_actor(constant, batch, key)
+        moved = share(
+            constant.actor_params, actor_constant.actor_params, actor_decayed.actor_params
+        )
+        assert moved == pytest.approx(after, abs=1e-4), count
+        state = constant
+
+
 @pytest.mark.parametrize(("log_std_bias", "grows"), [(0.0, True), (20.0, False)])
 def test_alpha_grows_when_entropy_is_below_target(log_std_bias, grows):
     # Target entropy 0 (ratio 0). The initial policy (std e^-2.5 in 3 dims) has entropy ~ -3.3,

@@ -75,6 +75,14 @@ def check_correlated_noise(actor, obs, rho, check_action, steps=200):
         assert abs(var - 1.0) < 0.05 and abs(corr - want) < 0.02, (want, var, corr)
 
 
+def test_a_core_config_with_a_learning_rate_schedule_is_refused_by_the_torch_learner():
+    """The reference's learner has constant rates, and so has ours: a core config that decays
+    them cannot be reproduced, and says where it runs instead."""
+    assert "lr_decay_steps" not in CORE  # constant rates: the fields are simply not arguments
+    with pytest.raises(ValueError, match=r"lr_decay_steps=8 runs on the JAX core only"):
+        learner_kwargs_from_config("sac", SACConfig(lr_decay_steps=8, lr_final_ratio=0.5))
+
+
 def test_correlated_noise_is_an_ar1_of_unit_variance_redrawn_on_done():
     torch.manual_seed(0)
     actor = SACActor(OBS, ACT, hidden_dim=32, noise_correlation=0.9)

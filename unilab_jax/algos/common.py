@@ -193,6 +193,7 @@ def step_member(
     optimizer: optax.GradientTransformation,
     max_grad_norm: float,
     axis_name: str | None,
+    lr_scale: Array | None = None,
 ) -> tuple[Any, Array, Any, Array]:
     """`gradient_step` on `state.<member>_params` and `state.<member>_opt_state`; returns
     `(state with both replaced, loss, aux, grad_norm)`."""
@@ -203,6 +204,7 @@ def step_member(
         optimizer,
         max_grad_norm,
         axis_name,
+        lr_scale,
     )
     state = state.replace(**{f"{member}_params": params, f"{member}_opt_state": opt_state})
     return state, loss, aux, grad_norm
@@ -230,7 +232,21 @@ def train_member(
         inputs[name] = draw_noise(parts, key, batch.rewards.shape[0], draw)
     loss_fn = functools.partial(loss, batch=batch, networks=parts.networks, config=config, **inputs)
     optimizer = getattr(parts, f"{member}_opt")
-    return step_member(state, member, loss_fn, optimizer, config.max_grad_norm, parts.axis_name)
+    return step_member(
+        state, member, loss_fn, optimizer, config.max_grad_norm, parts.axis_name,
+        lr_decay(config, state),
+    )  # fmt: skip
+
+
+def lr_decay(config: Any, state: Any) -> Array | None:
+    """The actor's and critic's learning-rate share under `config.lr_decay_steps` (SAC's cosine
+    decay to `lr_final_ratio`), read from the critic optimiser's update count so both members
+    follow one clock; None (constant rates) when the config has no decay."""
+    steps = getattr(config, "lr_decay_steps", 0)
+    if not steps:
+        return None
+    count = optax.tree_utils.tree_get(state.critic_opt_state, "count")
+    return optax.cosine_decay_schedule(1.0, steps, config.lr_final_ratio)(count)
 
 
 def step_alpha(

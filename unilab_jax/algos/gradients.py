@@ -73,6 +73,7 @@ def gradient_step(
     optimizer: optax.GradientTransformation,
     max_grad_norm: float,
     axis_name: str | None,
+    lr_scale: Array | None = None,
 ) -> tuple[Params, optax.OptState, Array, Any, Array]:
     """One guarded optimiser step on `loss_fn(params) -> (loss, aux)`.
 
@@ -80,7 +81,9 @@ def gradient_step(
     (averaged over `axis_name`), `aux` is local. Gradients are averaged over the axis *before*
     clipping and the optimiser, as DDP does. Clipping follows `torch.nn.utils.clip_grad_norm_`
     (scale `min(1, max_norm / (norm + 1e-6))`); `max_grad_norm <= 0` disables it. When the loss or
-    the gradient norm is non-finite, the old params and optimiser state are kept.
+    the gradient norm is non-finite, the old params and optimiser state are kept. `lr_scale`
+    multiplies the optimiser's updates (a learning-rate schedule's share of the start value: an
+    (W)Adam step is linear in its learning rate).
     """
     (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     grads = pmean_if(grads, axis_name)
@@ -90,6 +93,8 @@ def gradient_step(
         scale = jnp.minimum(1.0, max_grad_norm / (grad_norm + 1e-6))
         grads = jax.tree.map(lambda g: g * scale, grads)
     updates, new_opt_state = optimizer.update(grads, opt_state, params)
+    if lr_scale is not None:
+        updates = jax.tree.map(lambda u: u * lr_scale, updates)
     new_params = optax.apply_updates(params, updates)
     # All devices see the same reduced loss and norm, so they all take (or skip) the step.
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)

@@ -104,6 +104,13 @@ class SACConfig:
     """Adam (b1, b2) of all three optimisers."""
     max_grad_norm: float = 0.0
     """Global-norm gradient clipping of actor and critic; 0 disables it."""
+    lr_decay_steps: int = 0
+    """Critic updates over which the actor's and critic's learning rates decay (cosine) to
+    `lr_final_ratio` of their start, then stay there. Both follow the critic's update count, so
+    they decay over the same stretch of the run whatever the policy frequency; the temperature's
+    stays constant. 0: constant learning rates (the reference)."""
+    lr_final_ratio: float = 1.0
+    """The learning rates' end value as a share of their start, with `lr_decay_steps`."""
     actor_hidden_dim: int = 512
     """Actor widths H, H/2, H/4."""
     critic_hidden_dim: int = 768
@@ -136,6 +143,10 @@ class SACConfig:
         """Raise ``ConfigError`` naming the first setting that cannot work."""
         check_common_settings(self)
         _require_int(self, "num_q_networks", 1)
+        _require_int(self, "lr_decay_steps", 0, " (0: constant learning rates)")
+        _require(
+            0.0 < self.lr_final_ratio <= 1.0, "lr_final_ratio", self.lr_final_ratio, "in (0, 1]"
+        )
         _require(
             len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas),
             "betas",

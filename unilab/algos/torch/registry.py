@@ -254,6 +254,18 @@ def learner_kwargs_from_config(algo_type: str, config: Any) -> dict[str, Any]:
         if name in values:
             values[f"log_{name}"] = math.log(values.pop(name))
     accepted = inspect.signature(learner_cls).parameters
+    if "lr_decay_steps" not in accepted and "lr_decay_steps" in values:
+        # SAC's core decays its learning rates on request; the torch learner, as the
+        # reference's, has constant ones.
+        steps = values.pop("lr_decay_steps")
+        values.pop("lr_final_ratio")
+        if steps:
+            raise ValueError(
+                f"{learner_cls.__name__} has constant learning rates (the reference's learner "
+                f"has no schedule), so lr_decay_steps={steps} runs on the JAX core only "
+                "(sim_backend='mjx' or python -m unilab_jax.train); pass lr_decay_steps=0 for "
+                "the torch learner"
+            )
     missing = sorted(set(values) - set(accepted) - {"betas"})  # betas: fixed, not an argument
     if missing:
         raise TypeError(f"{learner_cls.__name__} takes no {missing} (from {type(config).__name__})")

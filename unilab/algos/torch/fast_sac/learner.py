@@ -103,8 +103,11 @@ __all__ = [
 ]
 
 _DEFAULTS = SACConfig()
-# The learner's keyword arguments that are SACConfig fields (betas is not one: the default).
-_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(SACConfig) if f.name != "betas")
+# The learner's keyword arguments that are SACConfig fields. Not among them: betas (the
+# default) and the core's learning-rate decay (the reference's learner has no schedule, so this
+# one keeps constant rates).
+_NOT_ARGS = ("betas", "lr_decay_steps", "lr_final_ratio")
+_CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(SACConfig) if f.name not in _NOT_ARGS)
 Batch = Mapping[str, torch.Tensor]
 
 
