@@ -34,6 +34,7 @@ and ``SACConfig`` defaults (actor 512, critic 768, 101 atoms), TD3 with policy_f
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -103,13 +104,16 @@ def measure(
     repeats: int,
     matmul_size: int = 4096,
     widths: tuple[int, int] | None = None,
+    settings: dict | None = None,
 ) -> dict:
     """Compile and time the update block for one algorithm and one set of sizes (``widths``:
-    actor and critic hidden widths, else the algorithm's defaults)."""
+    actor and critic hidden widths, else the algorithm's defaults; ``settings``: more fields of
+    the algorithm's config)."""
     name, obs, critic, act = TASK_DIMS[task]
     cfg_cls, make = ALGOS[algo]
     sizes = {} if widths is None else dict(actor_hidden_dim=widths[0], critic_hidden_dim=widths[1])
-    algo_config = cfg_cls(**sizes)
+    algo_config = cfg_cls(**sizes, **(settings or {}))
+    algo_config.validate()
     agent = make(algo_config, obs, critic, act, axis_name=DATA_AXIS)
     config = TrainConfig(
         env=name,
@@ -308,8 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         type=_widths,
         help="actor/critic hidden widths, e.g. 128/256 (default: each algorithm's own)",
     )
+    parser.add_argument(
+        "--set",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="an algorithm setting (a field of its config; the value read as JSON), e.g. "
+        "--set lr_decay_steps 80000",
+    )
     add_common_args(parser, repeats=3)
     args = parser.parse_args(argv)
+    settings = {name: json.loads(value) for name, value in args.set}
 
     algos = {None: ["sac", "td3"], "all": list(ALGOS)}.get(args.algo, [args.algo])
     tasks = {None: ["g1", "cheetah"], "all": list(TASK_DIMS)}.get(args.task, [args.task])
@@ -329,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.repeats,
                 args.matmul_size,
                 args.widths,
+                settings,
             )
             results.append(r)
             print("    " + " | ".join(str(c) for c in row(r)), flush=True)
@@ -353,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         f"of the widest layer's shape (batch x critic width x critic width), each timed "
         f"(median) right after that row's block, in this run.",
     ]
+    if settings:
+        notes.append(f"Algorithm settings: {settings}.")
     spread = max(r["spread"] for r in results)
     if spread > 0.1:
         notes.append(f"Largest (max - min) / median over the repeats: {spread:.0%}.")
