@@ -155,7 +155,9 @@ _G1_CPU_TRAIN = {
 # steps per second) seed 0 walked at 38.5 minutes (4.35M env steps) and seed 1 came within a
 # hair from 33 minutes on (100% / 0.795, 91% / 0.83) without walking; the reference's seed at
 # its CPU recipe reached 92% / 0.80 at 58.8 minutes (bench/RESULTS.md, G1WalkRough beside the
-# reference). Not yet a preset that walks on every seed.
+# reference). Not yet a preset that walks on every seed. Learning rates decayed to a fifth over
+# the 45 minutes (`lr_decay_steps=80_000, lr_final_ratio=0.2`) were tried and are not kept: seed 1
+# then walked at 44.8 minutes, seed 0 no longer did (best 91% / 0.71).
 _G1_ROUGH_CPU_TRAIN = {"sac": dict(batch_size=1024)}
 _G1_CPU_ALGO = {
     "sac": dict(use_symmetry=True, obs_normalization=False, v_min=-20.0, v_max=20.0),
