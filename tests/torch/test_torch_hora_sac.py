@@ -426,6 +426,32 @@ def test_a_tiny_facade_run_with_the_hora_runtime_trains_and_saves(tmp_path):
     assert max_rel_err(got, want.numpy()) <= 1e-5
 
 
+def test_the_facade_trains_sharpa_on_c_mujoco_and_refuses_mjx_naming_why(tmp_path):
+    """The reference's one HORA-SAC task runs on C MuJoCo only: the torch loop
+    (``sim_backend="mujoco"``) trains it (its run config says so); ``"mjx"`` is refused in one
+    line naming the reason before anything compiles. Caches: 2 grasps at the default pose."""
+    from unilab_jax.config import ConfigError
+
+    row = np.zeros(29, np.float32)
+    row[22:26] = (-0.09559, -0.00517, 0.61906, 1.0)  # the object at home, upright
+    np.save(tmp_path / "g_1.npy", np.repeat(row[None], 2, axis=0))
+    override = {"grasp_cache_path": str(tmp_path / "g"), "scale_list": (1.0,)}
+    learner = HoraSACLearner(obs_dim=147, critic_obs_dim=156, action_dim=22,
+                             actor_hidden_dim=32, critic_hidden_dim=32)  # fmt: skip
+    sizes = dict(num_envs=2, replay_buffer_n=8, batch_size=16, learning_starts=1,
+                 updates_per_step=1, actor_hidden_dim=32, seed=0,
+                 env_cfg_override=override)  # fmt: skip
+    with pytest.raises(ConfigError, match="runs on C MuJoCo only: MJX refuses its contact"):
+        OffPolicyRunner(learner, "SharpaInhandRotation", "sac", sim_backend="mjx", **sizes)
+    runner = OffPolicyRunner(learner, "SharpaInhandRotation", "sac", sim_backend="mujoco",
+                             **sizes)  # fmt: skip
+    assert (runner.algo_type, runner.config.physics) == ("hora_sac", "mujoco")
+    runner.learn(max_iterations=2, save_interval=0, log_dir=str(tmp_path / "run"),
+                 logger_type="no_print")  # fmt: skip
+    assert runner.last_run_summary["completed_iterations"] == 2
+    assert learner.update_count == 2
+
+
 def test_mjx_trains_the_cores_hora_sac_and_writes_the_state_back(tmp_path):
     """``sim_backend="mjx"``: the runner hands the learner to the core's ``"hora_sac"`` (a
     privileged actor acting on ``actor_observation``) and writes the trained state back."""

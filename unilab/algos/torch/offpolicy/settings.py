@@ -49,17 +49,20 @@ def train_config(
     num_devices: int = 1,
     max_iterations: int = 1500,
     save_interval: int = 50,
+    physics: str = "mjx",
 ) -> TrainConfig:
     """The facade's keywords as a validated `TrainConfig` (raises `ConfigError`, a
     `ValueError`). A negative `learning_starts` means 0; `seed=None` is stored as 0 (the
-    runner draws a seed for the JAX core per run); no evaluation episode (`eval_envs=0`)."""
+    runner draws a seed for the JAX core per run); no evaluation episode (`eval_envs=0`).
+    `physics`: what steps the envs, "mujoco" for the torch loop (so a C MuJoCo-only task such
+    as SharpaInhandRotation passes) and "mjx" for the JAX core."""
     config = TrainConfig(
         env=env_name, algo=algo_type, num_envs=num_envs, replay_buffer_n=replay_buffer_n,
         batch_size=batch_size, learning_starts=max(int(learning_starts), 0),
         updates_per_step=updates_per_step, policy_frequency=policy_frequency,
         env_steps_per_sync=env_steps_per_sync, max_iterations=max_iterations,
         save_interval=save_interval, num_devices=num_devices, eval_envs=0,
-        seed=0 if seed is None else int(seed), env_overrides=env_cfg_override,
+        seed=0 if seed is None else int(seed), env_overrides=env_cfg_override, physics=physics,
     )  # fmt: skip
     config.validate()
     return config
