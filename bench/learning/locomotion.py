@@ -14,7 +14,6 @@ MJX. Nothing is evaluated (``eval_envs=0``) and nothing is written.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -400,13 +399,6 @@ def facade_runner(env_name: str, algo: str, train_set: dict, algo_set: dict) -> 
     )
     env = load(env_name, physics="mujoco")
     cfg = resolve_algo_config(algo, env, settings)
-    if getattr(cfg, "lr_decay_steps", 0) and algo != "flash_sac":
-        # The torch learner, as the reference's, has constant learning rates
-        # (registry.learner_kwargs_from_config refuses a schedule): the facade runs the preset
-        # without its decay, and says so.
-        print(f"facade: {env_name}'s {algo} preset decays its learning rates; the torch "
-              "learner keeps them constant (lr_decay_steps=0)", flush=True)  # fmt: skip
-        cfg = dataclasses.replace(cfg, lr_decay_steps=0, lr_final_ratio=1.0)
     accepted = set(inspect.signature(TORCH_ALGOS[algo].learner_cls).parameters)
     extra = {"num_envs": config.num_envs} if "num_envs" in accepted else {}
     if getattr(cfg, "use_symmetry", False):
