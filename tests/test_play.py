@@ -126,6 +126,31 @@ def test_a_robot_built_for_physics_only_is_rendered_not_just_its_floor(name, tmp
 
 
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_a_fixed_hand_and_its_object_fill_the_frame(tmp_path, gl_backend):
+    """The Sharpa hand is fixed in place and its collision meshes sit in group 3 beside an
+    object drawn in group 0: a video once showed the floor with the object a few pixels far
+    off and no hand. The free camera now frames the hand's moving parts and the object, and
+    the hand's geoms are drawn."""
+    import numpy as np
+
+    from unilab_jax.envs import load
+    from unilab_jax.policy.video import resolve_camera, write_video
+
+    _, imageio = gl_backend
+    play.use_gl_backend(gl_backend[0])
+    model = play.render_source(load("SharpaInhandRotation", physics="mujoco")).model
+    one = play.Rollout(np.zeros(1), np.ones(1), model.qpos0[None, None],
+                       np.zeros((1, 1, model.nv)), np.ones((1, 1), bool))  # fmt: skip
+    video = tmp_path / "hand.mp4"
+    assert write_video(video, model, one, width=160, height=120,
+                       camera=resolve_camera(model, None), fps=20) == 1  # fmt: skip
+    frame = imageio.get_reader(str(video), format="FFMPEG").get_data(0).astype(int)
+    hand = (np.ptp(frame, axis=2) < 25) & (frame.min(axis=2) > 120)  # light grey meshes
+    red = (frame[..., 0] - frame[..., 2] > 60) & (frame[..., 0] - frame[..., 1] > 60)  # object
+    assert hand.mean() > 0.02 and red.mean() > 0.005, (hand.mean(), red.mean())
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 def test_a_trackers_video_draws_the_clip_beside_the_robot(tmp_path, gl_backend):
     """A motion tracker's rollout carries the clip's pose per step (``Task.reference_qpos``);
     the video draws it as a translucent orange ghost beside the robot."""

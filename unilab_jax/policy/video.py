@@ -146,20 +146,25 @@ def _add_ghost(model: Any, ghost: Any, qpos: np.ndarray, scene: Any, option: Any
 
 
 def _robot_visible(model: Any) -> Any:
-    """The scene option that shows the robot: MuJoCo's default (geom groups 0-2) when a moving
-    body has a geom there; else, as in models built for physics only (the reference's G1 and
-    Go2: collision primitives in group 3, no meshes), also the groups its geoms are in, those
-    geoms made opaque (on ``model``, a copy)."""
+    """The scene option that shows the robot: MuJoCo's default (geom groups 0-2) when every
+    body with geoms has one there; else, as in models built for physics only (the reference's
+    G1 and Go2: collision primitives in group 3, no meshes; its Sharpa hand: collision meshes in
+    group 3 beside an object drawn in group 0), also the groups of the bodies drawn by none of
+    their geoms, those bodies' geoms made opaque (on ``model``, a copy)."""
     import mujoco
 
     option = mujoco.MjvOption()
-    moving = model.geom_bodyid > 0
-    if np.any(moving & (model.geom_group < 3)):
+    body = model.geom_bodyid
+    drawn = np.bincount(body, weights=model.geom_group < 3, minlength=model.nbody) > 0
+    undrawn = (np.bincount(body, minlength=model.nbody) > 0) & ~drawn
+    undrawn[0] = False  # the world's geoms (floor, walls) stay as the model draws them
+    if not np.any(undrawn):
         return option
-    for group in np.unique(model.geom_group[moving]):
+    hidden = undrawn[body]  # the geoms of those bodies
+    for group in np.unique(model.geom_group[hidden]):
         option.geomgroup[group] = 1
-    model.geom_rgba[moving, 3] = 1.0
-    grey = moving & np.all(model.geom_rgba[:, :3] == 0.5, axis=1)  # MuJoCo's default colour,
+    model.geom_rgba[hidden, 3] = 1.0
+    grey = hidden & np.all(model.geom_rgba[:, :3] == 0.5, axis=1)  # MuJoCo's default colour,
     model.geom_rgba[grey, :3] = (0.35, 0.55, 0.8)  # the floor's too: blue to stand out on it
     if model.nlight == 0:  # the headlight alone, at MuJoCo's default, leaves it dim
         model.vis.headlight.ambient[:] = 0.4
@@ -169,18 +174,36 @@ def _robot_visible(model: Any) -> Any:
 
 def _follow(model: Any) -> Any:
     """The free camera (``-1``): for a floating robot (a free joint at its root), one that
-    follows it from the front left, as the tasks' own tracking cameras do; else MuJoCo's."""
+    follows it from the front left, as the tasks' own tracking cameras do; for a robot fixed in
+    place that handles a free body (the in-hand task's hand and object), one held on the box
+    around the robot's moving parts and that body where they start (MuJoCo's own free
+    camera frames the whole scene, floor included: the hand was a few pixels far off); else
+    MuJoCo's."""
     import mujoco
 
-    if model.nbody < 2 or model.body_jntnum[1] < 1:
-        return -1
-    if model.jnt_type[model.body_jntadr[1]] != mujoco.mjtJoint.mjJNT_FREE:
+    free = [
+        b
+        for b in range(1, model.nbody)
+        if model.body_jntnum[b] >= 1
+        and model.jnt_type[model.body_jntadr[b]] == mujoco.mjtJoint.mjJNT_FREE
+    ]
+    if not free:
         return -1
     view = mujoco.MjvCamera()
-    view.type = mujoco.mjtCamera.mjCAMERA_TRACKING
-    view.trackbodyid = 1
-    view.distance = 2.5 * model.stat.extent
-    view.azimuth, view.elevation = 145.0, -15.0
+    if free[0] == 1:
+        view.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        view.trackbodyid = 1
+        view.distance = 2.5 * model.stat.extent
+        view.azimuth, view.elevation = 145.0, -15.0
+        return view
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    moving = data.xpos[model.body_weldid != 0]  # bodies with joints of their own or below one
+    low, high = moving.min(axis=0), moving.max(axis=0)
+    view.type = mujoco.mjtCamera.mjCAMERA_FREE
+    view.lookat[:] = (low + high) / 2
+    view.distance = 2.4 * max(float(np.linalg.norm(high - low)) / 2, 0.05)
+    view.azimuth, view.elevation = -35.0, -40.0
     return view
 
 
