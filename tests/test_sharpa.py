@@ -123,6 +123,9 @@ def test_missing_caches_name_every_file_and_the_command(tmp_path: Path) -> None:
     assert str(tmp_path / "g_1.npy") in message and str(tmp_path / "g_1.5.npy") in message
     assert str(tmp_path / "g_0.8.npy") not in message
     assert "sharpa-grasps" in message and "--scales 0.8 1 1.5" in message
+    # A command that ends in minutes here, and how long it takes (the default, the reference's
+    # 50,000 per scale, would take about a day on 2 cores).
+    assert "--target 1000" in message and "about 25 minutes" in message
 
 
 def test_caches_in_the_references_format_load_as_they_are(tmp_path: Path) -> None:

@@ -35,8 +35,16 @@ __all__ = [
 #: Columns of a cache row: hand qpos 22, object position 3, object quaternion (wxyz) 4.
 GRASP_COLUMNS = 29
 #: The command that writes the caches (``{path}``: the configured cache path, ``{scales}``: the
-#: scales, space-separated).
-GENERATE_COMMAND = "unilab-jax sharpa-grasps --cache-path {path} --scales {scales}"
+#: scales, space-separated): 1000 grasps per scale, what the CPU runs here start from (the
+#: command's default is the reference's 50,000, a job for a many-core machine).
+GENERATE_COMMAND = (
+    "unilab-jax sharpa-grasps --cache-path {path} --scales {scales} --target 1000 --num-envs 64"
+)
+#: What that command took here (docs/robots.md, "Grasp caches").
+GENERATE_TIME = (
+    "about 25 minutes for all 8 scales on a 2-core CPU; it prints progress and the time left, "
+    "and a stopped run resumes"
+)
 
 
 class GraspCacheError(FileNotFoundError):
@@ -95,9 +103,10 @@ def load_grasp_caches(path: str | os.PathLike[str], scales: Sequence[float]) -> 
         raise GraspCacheError(
             f"SharpaInhandRotation: missing grasp cache file(s): "
             f"{', '.join(str(f) for f in missing)}. Every episode starts from a stable grasp of "
-            f"its object scale; generate the caches with: {command} (or point the task's "
+            f"its object scale; generate the caches with: {command} ({GENERATE_TIME}; "
+            "--target 50000 for caches of the reference's size), or point the task's "
             "grasp_cache_path at caches in the reference UniLab's format, "
-            "sharpa_grasp_linspace_<scale>.npy)"
+            "sharpa_grasp_linspace_<scale>.npy"
         )
     arrays = []
     for f in files:
