@@ -203,14 +203,19 @@ for _task, _ref_task in (
 
 # In-hand rotation: the reference's HORA-SAC owner (task/sac/sharpa_inhand/mujoco_hora.yaml:
 # discount 0.97, learning rates 4.5e-4, 101 atoms, policy frequency 2, 2 env steps per sync, ...)
-# at our inhand/cpu sizes on both sides, from the same grasp caches (ours, made here).
+# at a quarter of its envs and batch, 4 updates, its widths (512/768): its CPU recipe here, and
+# the speed part's matched sizes, from the same grasp caches (ours, made here). Our core learns
+# at its own inhand/cpu preset.
+_INHAND_REFERENCE_CPU = dict(
+    num_envs=256, batch_size=512, updates_per_step=4, actor_hidden_dim=512, critic_hidden_dim=768
+)
 RECIPES["SharpaInhandRotation"] = Recipe(
     ref_task="sharpa_inhand",
     ref_algo="sac",
     ref_profile="hora",
     our_algo="hora_sac",
-    speed=cpu_preset_sizes("SharpaInhandRotation", "hora_sac"),
-    ref_cpu=cpu_preset_sizes("SharpaInhandRotation", "hora_sac"),
+    speed=_INHAND_REFERENCE_CPU,
+    ref_cpu=_INHAND_REFERENCE_CPU,
     grasp_caches="SharpaInhandRotation",
 )
 
