@@ -172,6 +172,22 @@ def test_the_trackers_cpu_preset_starts_alpha_low_and_keeps_the_update_rules():
     }
 
 
+def test_the_inhand_cpu_preset_keeps_the_recipes_update_rules_at_its_measured_sizes():
+    """SharpaInhandRotation on a CPU: the reference's HORA-SAC owner (the gpu preset) but for the
+    run's size (256 envs, batch 512), 8 updates per iteration and widths 256/512, the sizes
+    chosen beside the reference (presets.py; bench/RESULTS.md)."""
+    gpu_train, gpu = preset_configs("SharpaInhandRotation", "hora_sac", "gpu")
+    cpu_train, cpu = preset_configs("SharpaInhandRotation", "hora_sac", "cpu")
+    assert (cpu_train.num_envs, cpu_train.batch_size, cpu_train.updates_per_step) == (256, 512, 8)
+    assert (cpu["actor_hidden_dim"], cpu["critic_hidden_dim"]) == (256, 512)
+    widths = ("actor_hidden_dim", "critic_hidden_dim")
+    assert {k: v for k, v in cpu.items() if k not in widths} == {
+        k: v for k, v in gpu.items() if k not in widths
+    }
+    rules = ("physics", "replay_buffer_n", "policy_frequency", "env_steps_per_sync")
+    assert [getattr(cpu_train, f) for f in rules] == [getattr(gpu_train, f) for f in rules]
+
+
 def test_given_values_win_over_the_preset():
     config, algo = preset_configs(
         "playground/CartpoleBalance",
