@@ -257,8 +257,8 @@ _INHAND_SAC = dict(
 )  # fmt: skip
 _INHAND_ALGO = {"hora_sac": _INHAND_SAC, "sac": _INHAND_SAC}
 # On a CPU: the recipe's update rules at a quarter of its envs and batch, half its widths
-# (256/512) and 8 updates per iteration (8 sampled rows per new env step; the recipe's 14, a
-# quarter-size run at 4 updates 4), chosen beside the reference (bench/RESULTS.md, "Notes on
+# (256/512) and 8 updates per iteration (8 sampled rows per new env step, against the recipe's
+# 14 and 4 at 4 updates), chosen beside the reference (bench/RESULTS.md, "Notes on
 # learning beside the reference, SharpaInhandRotation"): in 20 minutes (0.92M env steps) it
 # turned the object 2.57 rad per episode and kept it in 19% of them, where 4 updates at the
 # recipe's widths (512/768) turned 1.94 rad and kept 6% at 1.02M, at about the same env steps
