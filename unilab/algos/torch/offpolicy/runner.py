@@ -154,7 +154,7 @@ class OffPolicyRunner(TorchLoop):
             batch_size=batch_size, learning_starts=learning_starts,
             updates_per_step=updates_per_step, policy_frequency=policy_frequency,
             env_steps_per_sync=env_steps_per_sync, seed=seed, env_cfg_override=env_cfg_override,
-            num_devices=devices, physics="mujoco" if sim_backend == "mujoco" else "mjx",
+            num_devices=devices, physics=sim_backend,  # SIM_BACKENDS are physics names
         )  # fmt: skip
         self.learner, self.env_name, self.algo_type = learner, env_name, algo_type
         self.num_envs, self.replay_buffer_n, self.batch_size = num_envs, replay_buffer_n, batch_size
