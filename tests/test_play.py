@@ -53,6 +53,18 @@ def test_play_renders_the_policy_into_an_mp4_and_logs_it_to_wandb(tmp_path, gl_b
     assert len(frames) == 10
     assert all(frame.shape == (48, 64, 3) for frame in frames)
     assert max(frame.std() for frame in frames) > 1  # a picture, not a blank frame
+    # pick: of the episodes played, only the one it picks is kept (and would be rendered).
+    import numpy as np
+
+    from unilab_jax.policy.load import load_policy
+
+    policy = load_policy(tmp_path / "run")
+    both = play.play_policy(policy, episodes=2, steps=5).result
+    picked = play.play_policy(policy, episodes=2, steps=5, pick=lambda r: 1).result
+    assert picked.qpos.shape == (both.qpos.shape[0], 1, both.qpos.shape[2])
+    assert np.array_equal(picked.qpos[:, 0], both.qpos[:, 1])
+    assert not np.array_equal(both.qpos[:, 0], both.qpos[:, 1])
+    assert picked.returns.tolist() == both.returns[1:].tolist()
     # --wandb: the same kind of video lands in the training run's own (offline) wandb run.
     record = json.loads((tmp_path / "run" / "wandb_run.json").read_text())
     assert record["mode"] == "offline" and record["id"]

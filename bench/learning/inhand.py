@@ -46,6 +46,33 @@ def turn_about(q0: np.ndarray, q1: np.ndarray, axis: np.ndarray) -> np.ndarray:
     return rotvec @ (axis / np.linalg.norm(axis))
 
 
+def turned_per_episode(qpos: np.ndarray, alive: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """The angle (rad) each episode turned the object about ``axis`` while holding it, from
+    ``qpos [T, E, nq]`` before each step and ``alive [T, E]`` (step t kept the object into t + 1
+    when ``alive[t + 1]``); ``[E]``."""
+    quat = np.asarray(qpos[..., OBJECT_QUAT], np.float64)
+    held = np.asarray(alive[1:], bool)
+    return np.where(held, turn_about(quat[:-1], quat[1:], axis), 0.0).sum(axis=0)
+
+
+def turning_video(policy, path, seed: int = 1, candidates: int = 16,
+                  size: tuple[int, int] = (480, 360)) -> int:  # fmt: skip
+    """Of ``candidates`` deterministic episodes of ``policy`` on C MuJoCo from ``seed``'s
+    resets (``unilab_jax.policy.play.play_policy``), the one that turned the object furthest
+    while holding it, rendered into ``path`` (mp4); returns the frames written. One episode
+    chosen so, not a typical one: the evaluator's figures say how typical it is."""
+    from unilab_jax.envs.registry import default_config
+    from unilab_jax.policy.play import play_policy
+
+    overrides = policy.config.get("train", {}).get("env_overrides") or {}
+    axis = np.asarray(overrides.get("rot_axis", default_config(policy.env).rot_axis), np.float64)
+    played = play_policy(
+        policy, video=path, episodes=candidates, width=size[0], height=size[1], seed=seed,
+        physics="mujoco", pick=lambda r: int(np.argmax(turned_per_episode(r.qpos, r.alive, axis))),
+    )  # fmt: skip
+    return played.frames
+
+
 def inhand_figures(
     env: str,
     policies: dict[str, tuple],
@@ -69,10 +96,8 @@ def inhand_figures(
         for name, (act, state, *observe) in policies.items():
             ep = mujoco_episodes(vec, act, state, seed, positions=True,
                                  observe=observe[0] if observe else None)  # fmt: skip
-            quat = np.asarray(ep["qpos"][..., OBJECT_QUAT], np.float64)  # [T, N, 4]
-            held = np.asarray(ep["alive"][1:], bool)  # step t kept the object into t + 1
-            turned = np.where(held, turn_about(quat[:-1], quat[1:], axis), 0.0)
-            steps = max(int(held.sum()), 1)
+            turned = turned_per_episode(ep["qpos"], ep["alive"], axis)
+            steps = max(int(np.sum(ep["alive"][1:])), 1)
             out[name] = {
                 "time_limit_rate": float(np.mean(ep["time_limit"])),
                 "rotation_rate": float(turned.sum() / (steps * dt)),

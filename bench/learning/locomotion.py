@@ -215,6 +215,19 @@ def walking_video(policy, path: Path, seed: int = 1, size: tuple[int, int] = (48
     return played.frames
 
 
+def family_video(env: str):
+    """The bench's video of ``env``'s task family, ``(policy, path, seed) -> frames``: for
+    in-hand rotation the episode of several that turned the object furthest
+    (``bench.learning.inhand.turning_video``), else :func:`walking_video`."""
+    from unilab_jax.envs.registry import task_family
+
+    if task_family(env) == "inhand":
+        from bench.learning.inhand import turning_video
+
+        return turning_video
+    return walking_video
+
+
 def snapshot_policy(env: str, algo: str, agent, state, iteration: int, config: dict):
     """An in-memory agent snapshot of a core run as a ``Policy`` (for :func:`walking_video`)."""
     from unilab_jax.envs import load
@@ -371,7 +384,7 @@ def train_run(args: argparse.Namespace) -> None:
         snap = next(s for s in snapshots if s["iteration"] == best["iteration"])
         policy = snapshot_policy(args.env, args.algo, trainer.agent, snap["agent"],
                                  snap["iteration"], {"train": {}, "algo": algo})  # fmt: skip
-        frames = walking_video(policy, Path(args.video), args.seed)
+        frames = family_video(args.env)(policy, Path(args.video), args.seed)
         print(f"video: {args.video} ({frames} frames, iteration {snap['iteration']})", flush=True)
     trainer.close()
     with open(args.out, "a") as out:

@@ -504,7 +504,7 @@ def evaluate_reference_run(
     its best-walking one on video."""
     import jax
 
-    from bench.learning.locomotion import evaluated, family_evaluator, walking_video
+    from bench.learning.locomotion import evaluated, family_evaluator, family_video
 
     figures, best_row = family_evaluator(task)
     run_config = json.loads((log_dir / "run_config.json").read_text())["config"]
@@ -536,7 +536,7 @@ def evaluate_reference_run(
         best = best_row(rows)
         best_ckpt = log_dir / f"model_{best['iteration']}.pt"
         policy = reference_policy(task, recorded, best_ckpt, scratch)
-        walking_video(policy, video_path(task, "reference"))
+        family_video(task)(policy, video_path(task, "reference"), 1)
     return rows
 
 

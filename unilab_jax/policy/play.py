@@ -171,6 +171,14 @@ class Rollout:
     alive: np.ndarray
     reference: np.ndarray | None = None
 
+    def episode(self, index: int) -> Rollout:
+        """Episode ``index`` alone (``E = 1``)."""
+        one = slice(index, index + 1)
+        return Rollout(
+            self.returns[one], self.lengths[one], self.qpos[:, one], self.qvel[:, one],
+            self.alive[:, one], None if self.reference is None else self.reference[:, one],
+        )  # fmt: skip
+
 
 def rollout(policy: Any, env: Any, source: RenderSource, episodes: int, steps: int, seed: int):
     """Play ``episodes`` episodes of at most ``steps`` control steps with the deterministic
@@ -299,10 +307,12 @@ def play_policy(
     policy: Any, *, video: Path | None = None, episodes: int = 1, steps: int | None = None,
     width: int = 640, height: int = 480, camera: str | None = None, fps: float | None = None,
     seed: int = 0, physics: str | None = None, backend: str | None = None,
+    pick: Callable[[Rollout], int] | None = None,
 ) -> Played:  # fmt: skip
     """Play a loaded ``policy`` (``unilab_jax.policy.load.Policy``, from disk or built in
     memory) as :func:`play_run` does, rendering into ``video`` when given (through ``backend``,
-    else the one :func:`choose_gl_backend` finds)."""
+    else the one :func:`choose_gl_backend` finds). With ``pick``, only the episode it picks
+    from the ``episodes`` played (its index) is kept and rendered."""
     from unilab_jax.envs import load
 
     if video and backend is None:
@@ -320,6 +330,8 @@ def play_policy(
         result = rollout_mujoco(policy, env, episodes, steps, seed)
     else:
         result = rollout(policy, env, source, episodes, steps, seed)
+    if pick is not None:
+        result = result.episode(int(pick(result)))
     if not video:
         return Played(policy, result)
     video = Path(video)
