@@ -101,7 +101,8 @@ def test_g1_on_rough_ground_takes_g1_on_flat_grounds_presets():
             flat_config = preset_configs("G1WalkFlat", algo, scale)[0]
             if (scale, algo) == ("cpu", "sac"):
                 assert (flat_config.batch_size, rough_config.batch_size) == (512, 1024)
-                rough_config = dataclasses.replace(rough_config, batch_size=512)
+                assert (flat_config.updates_per_step, rough_config.updates_per_step) == (4, 8)
+                rough_config = dataclasses.replace(rough_config, batch_size=512, updates_per_step=4)
             assert dataclasses.replace(rough_config, env="G1WalkFlat") == flat_config
 
 

@@ -158,7 +158,7 @@ _G1_CPU_TRAIN = {
 # reference). Not yet a preset that walks on every seed. Learning rates decayed to a fifth over
 # the 45 minutes (`lr_decay_steps=80_000, lr_final_ratio=0.2`) were tried and are not kept: seed 1
 # then walked at 44.8 minutes, seed 0 no longer did (best 91% / 0.71).
-_G1_ROUGH_CPU_TRAIN = {"sac": dict(batch_size=1024)}
+_G1_ROUGH_CPU_TRAIN = {"sac": dict(batch_size=1024, updates_per_step=8)}
 _G1_CPU_ALGO = {
     "sac": dict(use_symmetry=True, obs_normalization=False, v_min=-20.0, v_max=20.0),
     "td3": dict(use_symmetry=True, std_min=0.05, std_max=0.4),
