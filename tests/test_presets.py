@@ -90,7 +90,8 @@ def test_the_references_g1_trains_with_symmetry_on_a_cpu():
 def test_g1_on_rough_ground_takes_g1_on_flat_grounds_presets():
     """The reference's G1WalkRough task file is G1WalkFlat's but for the task name: the same
     recipe and penalty weights, on every scale and algorithm, except that on a CPU SAC samples
-    batch 1024 on rough ground (4 rows per env and update, the owner's GPU ratio)."""
+    batch 1024 on rough ground and runs 8 updates per iteration (32 rows per new env step, the
+    owner's GPU ratio)."""
     for scale in ("cpu", "gpu"):
         for algo in ("sac", "td3", "flash_sac"):
             assert (

@@ -147,16 +147,16 @@ _G1_CPU_TRAIN = {
     "sac": dict(replay_buffer_n=512, learning_starts=10, env_overrides=_G1_REFERENCE_PENALTIES),
     "td3": dict(env_overrides=_G1_REFERENCE_PENALTIES),
 }
-# G1 on rough ground samples twice the flat preset's batch (1024 rows per update, 4 per env and
-# update: the ratio of its owner's GPU recipe, batch 8192 over 2048 envs). At the flat preset's
-# 512 two quiet 45-minute seeds here ran 89-100% of episodes to the time limit from about 4M env
-# steps, but their checkpoints swung from one to the next (63-100%, tracking 0.37-0.82) and
-# neither walked (95% with tracking 0.8; best 92% / 0.81 and 94% / 0.82). At 1024 (15% fewer env
-# steps per second) seed 0 walked at 38.5 minutes (4.35M env steps) and seed 1 came within a
-# hair from 33 minutes on (100% / 0.795, 91% / 0.83) without walking; the reference's seed at
-# its CPU recipe reached 92% / 0.80 at 58.8 minutes (bench/RESULTS.md, G1WalkRough beside the
-# reference). Not yet a preset that walks on every seed. Learning rates decayed to a fifth over
-# the 45 minutes (`lr_decay_steps=80_000, lr_final_ratio=0.2`) were tried and are not kept: seed 1
+# G1 on rough ground samples twice the flat preset's batch (1024 rows per update) and runs 8
+# updates per iteration: 32 sampled rows per new env step, the ratio of its owner's GPU recipe (8
+# updates of 8192 rows over 2048 envs). Measured here on two quiet 45-minute seeds each
+# (bench/RESULTS.md, G1WalkRough beside the reference; walking: 95% of episodes to the time limit
+# with tracking 0.8): at the flat preset's batch 512 and 4 updates neither seed walked (best 92% /
+# 0.81 and 94% / 0.82); at batch 1024 and 4 updates seed 0 walked at 38.5 minutes (4.35M env
+# steps) and seed 1 did not; at 8 updates (half the env steps per second) seed 0 walks at 42.6
+# and seed 1 at 44.0 minutes, both at 2.82M env steps. The reference's seed at its CPU recipe
+# reached 92% / 0.80 at 58.8 minutes. Learning rates decayed to a fifth over the 45 minutes
+# (`lr_decay_steps=80_000, lr_final_ratio=0.2`, at 4 updates) were tried and are not kept: seed 1
 # then walked at 44.8 minutes, seed 0 no longer did (best 91% / 0.71).
 _G1_ROUGH_CPU_TRAIN = {"sac": dict(batch_size=1024, updates_per_step=8)}
 _G1_CPU_ALGO = {
@@ -532,8 +532,8 @@ def get_preset(env: str, scale: str = "auto") -> Preset | None:
             preset = dataclasses.replace(
                 preset,
                 algo_train=_per_algo(preset.algo_train, _G1_ROUGH_CPU_TRAIN),
-                source=f"{preset.source}; on rough ground SAC samples batch 1024 (4 rows per "
-                "env and update, its owner's GPU ratio)",
+                source=f"{preset.source}; on rough ground SAC samples batch 1024 and runs 8 "
+                "updates per iteration (32 rows per new env step, its owner's GPU ratio)",
             )
         return preset
     if env in _FLIP_SAC:
