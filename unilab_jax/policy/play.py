@@ -311,8 +311,8 @@ def play_policy(
 ) -> Played:  # fmt: skip
     """Play a loaded ``policy`` (``unilab_jax.policy.load.Policy``, from disk or built in
     memory) as :func:`play_run` does, rendering into ``video`` when given (through ``backend``,
-    else the one :func:`choose_gl_backend` finds). With ``pick``, only the episode it picks
-    from the ``episodes`` played (its index) is kept and rendered."""
+    else the one :func:`choose_gl_backend` finds). With ``pick`` (the :class:`Rollout` of the
+    ``episodes`` played -> the index of one), only that episode is kept and rendered."""
     from unilab_jax.envs import load
 
     if video and backend is None:
