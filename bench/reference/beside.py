@@ -457,13 +457,14 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
     # Our core, --seeds seeds, and our facade: bench.learning.locomotion's runs append their
     # evaluated curves to a scratch file read back here.
     scratch = Path(tempfile.mkdtemp(prefix="beside_"))
+    videos = scratch if args.no_record else FIGURES_DIR  # --no-record leaves the figures alone
     for seed in args.seeds:
         cmd = [sys.executable, "-m", "bench.learning.locomotion", "train", "--env", task,
                "--algo", recipe.our_algo, "--minutes", str(args.our_minutes),
                "--snapshot-every", str(args.our_snapshot_every), "--set", f"seed={seed}",
                "--out", str(scratch / "ours.json"), "--label", f"core seed {seed}"]  # fmt: skip
         if seed == 0:  # seed 0's best-walking snapshot on video; other seeds leave it alone
-            cmd += ["--video", str(video_path(task, "core"))]
+            cmd += ["--video", str(video_path(task, "core", videos))]
         if args.our_log_dir:  # its TensorBoard curves, beside the reference's own
             cmd += ["--log-dir", str(Path(args.our_log_dir) / f"{task}_core_seed{seed}")]
         subprocess.run(cmd, check=True)
@@ -487,21 +488,22 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
                                 minutes=args.ref_minutes, seed=seed,
                                 save_interval=args.ref_save_interval)  # fmt: skip
         rows += evaluate_reference_run(args, task, log_dir, started, scratch,
-                                       video=seed == args.ref_seeds[0])  # fmt: skip
+                                       video=seed == args.ref_seeds[0], videos=videos)  # fmt: skip
     for i, log_dir in enumerate(args.ref_runs):
         started = time.mktime(time.strptime(log_dir.name[:19], "%Y-%m-%d_%H-%M-%S"))
         rows += evaluate_reference_run(args, task, log_dir, started, scratch,
-                                       video=i == 0 and not args.ref_seeds)  # fmt: skip
+                                       video=i == 0 and not args.ref_seeds,
+                                       videos=videos)  # fmt: skip
     return [{"task": task, "part": "learn", **r} for r in rows]
 
 
 def evaluate_reference_run(
     args: argparse.Namespace, task: str, log_dir: Path, started: float, scratch: Path,
-    video: bool,
+    video: bool, videos: Path = FIGURES_DIR,
 ) -> list[dict]:  # fmt: skip
     """Rows of every checkpoint of one reference run saved within ``--ref-minutes`` of
     ``started`` (evaluated on our task; the seed and sizes the run recorded); with ``video``,
-    its best-walking one on video."""
+    its best-walking one on video, in ``videos``."""
     import jax
 
     from bench.learning.locomotion import evaluated, family_evaluator, family_video
@@ -536,13 +538,13 @@ def evaluate_reference_run(
         best = best_row(rows)
         best_ckpt = log_dir / f"model_{best['iteration']}.pt"
         policy = reference_policy(task, recorded, best_ckpt, scratch)
-        family_video(task)(policy, video_path(task, "reference"), 1)
+        family_video(task)(policy, video_path(task, "reference", videos), 1)
     return rows
 
 
-def video_path(task: str, side: str) -> Path:
+def video_path(task: str, side: str, folder: Path = FIGURES_DIR) -> Path:
     """Where a side's walking video of ``task`` goes (beside the task's figure)."""
-    return FIGURES_DIR / f"reference_{task}_{side}.mp4"
+    return folder / f"reference_{task}_{side}.mp4"
 
 
 # ----------------------------------------------------------------------------- results
@@ -550,13 +552,15 @@ def _run_key(row: dict) -> tuple:
     return row["task"], row["part"], row["side"], row.get("seed", 0)
 
 
-def merge_rows(new: list[dict]) -> list[dict]:
+def merge_rows(new: list[dict], write: bool = True) -> list[dict]:
     """The family's one file: ``new`` replaces the old rows of the same run (task, part, side,
-    seed), so the sides and seeds of a task can be run one invocation at a time."""
+    seed), so the sides and seeds of a task can be run one invocation at a time; written back
+    with ``write`` (not under ``--no-record``)."""
     old = json.loads(ROWS.read_text()) if ROWS.exists() else []
     replaced = {_run_key(r) for r in new}
     rows = [r for r in old if _run_key(r) not in replaced] + new
-    ROWS.write_text(json.dumps(rows, indent=1))
+    if write:
+        ROWS.write_text(json.dumps(rows, indent=1))
     return rows
 
 
@@ -628,7 +632,8 @@ def report(rows: list[dict], record: bool) -> str:
                 f"{end_of_curve(last)} at {last['wall_sec'] / 60:.0f} min, "
                 f"{last['env_steps'] / 1e6:.2f}M",
             ])  # fmt: skip
-        plot(task, rows)
+        if record:
+            plot(task, rows)
     body = (
         markdown_table(["task", "side", "env steps/s", "updates/s", "vs reference"], speed_rows)
         + "\n\n"
@@ -789,10 +794,10 @@ def main(argv: list[str] | None = None) -> int:
     new = []
     if "speed" in parts:
         new += speed(args, args.task)
-        merge_rows(new)
+        merge_rows(new, write=not args.no_record)
     if "learn" in parts:
         new += learn(args, args.task)
-    rows = merge_rows(new)
+    rows = merge_rows(new, write=not args.no_record)
     report(rows, not args.no_record)
     return 0
 
