@@ -487,23 +487,22 @@ def learn(args: argparse.Namespace, task: str) -> list[dict]:
         log_dir = run_reference(args, recipe, recipe.ref_cpu, iterations=10**7,
                                 minutes=args.ref_minutes, seed=seed,
                                 save_interval=args.ref_save_interval)  # fmt: skip
-        rows += evaluate_reference_run(args, task, log_dir, started, scratch,
-                                       video=seed == args.ref_seeds[0], videos=videos)  # fmt: skip
+        video = video_path(task, "reference", videos) if seed == args.ref_seeds[0] else None
+        rows += evaluate_reference_run(args, task, log_dir, started, scratch, video)
     for i, log_dir in enumerate(args.ref_runs):
         started = time.mktime(time.strptime(log_dir.name[:19], "%Y-%m-%d_%H-%M-%S"))
-        rows += evaluate_reference_run(args, task, log_dir, started, scratch,
-                                       video=i == 0 and not args.ref_seeds,
-                                       videos=videos)  # fmt: skip
+        video = video_path(task, "reference", videos) if i == 0 and not args.ref_seeds else None
+        rows += evaluate_reference_run(args, task, log_dir, started, scratch, video)
     return [{"task": task, "part": "learn", **r} for r in rows]
 
 
 def evaluate_reference_run(
     args: argparse.Namespace, task: str, log_dir: Path, started: float, scratch: Path,
-    video: bool, videos: Path = FIGURES_DIR,
+    video: Path | None,
 ) -> list[dict]:  # fmt: skip
     """Rows of every checkpoint of one reference run saved within ``--ref-minutes`` of
     ``started`` (evaluated on our task; the seed and sizes the run recorded); with ``video``,
-    its best-walking one on video, in ``videos``."""
+    its best-walking one on video into ``video``."""
     import jax
 
     from bench.learning.locomotion import evaluated, family_evaluator, family_video
@@ -538,7 +537,7 @@ def evaluate_reference_run(
         best = best_row(rows)
         best_ckpt = log_dir / f"model_{best['iteration']}.pt"
         policy = reference_policy(task, recorded, best_ckpt, scratch)
-        family_video(task)(policy, video_path(task, "reference", videos), 1)
+        family_video(task)(policy, video, 1)
     return rows
 
 
@@ -794,7 +793,8 @@ def main(argv: list[str] | None = None) -> int:
     new = []
     if "speed" in parts:
         new += speed(args, args.task)
-        merge_rows(new, write=not args.no_record)
+        if not args.no_record:  # kept should the learning part fail
+            merge_rows(new)
     if "learn" in parts:
         new += learn(args, args.task)
     rows = merge_rows(new, write=not args.no_record)
