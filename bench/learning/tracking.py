@@ -8,7 +8,10 @@ share of episodes that reach the clip's end (``clip_end_rate``), the mean distan
 robot's 14 tracked bodies and the clip's (aligned to the robot as the task's rewards align
 them), per frame tracked (``body_error_m``), the mean episode length and return. A policy
 *tracks* the clip when at least 90% of the episodes reach its end with a mean body error under
-10 cm (:func:`tracks`).
+10 cm (:func:`tracks`). Where no side tracks it within its budget, a policy *reaches* another
+(the reference's best snapshot, :func:`best_tracking_row`) when it is at least as good on all
+three figures: as many episodes to the clip's end, episodes from frame 0 as long, a body error
+no larger (:func:`reaches`).
 
 ``python -m bench.learning.tracking evaluate RUN [--episodes 64]`` prints a run's newest
 checkpoint beside the untrained policy.
@@ -72,6 +75,16 @@ def best_tracking_row(rows: list[dict]) -> dict:
     return max(
         reversed(rows),
         key=lambda r: (r["clip_end_rate"], r["mean_length"], -r["body_error_m"]),
+    )
+
+
+def reaches(row: dict, target: dict) -> bool:
+    """``row`` is at least as good as ``target`` on every tracking figure: the share of episodes
+    to the clip's end, the episodes' length from frame 0 and the body error (no larger)."""
+    return (
+        row["clip_end_rate"] >= target["clip_end_rate"]
+        and row["mean_length"] >= target["mean_length"]
+        and row["body_error_m"] <= target["body_error_m"]
     )
 
 
