@@ -588,19 +588,18 @@ def reaches_goal(row: dict, target: dict | None = None) -> bool:
 
 
 def reference_target(task: str, rows: list[dict]) -> dict | None:
-    """The reference's best evaluated checkpoint (every seed) of a task whose goal is relative
-    to it (in-hand rotation, and motion tracking where no side tracks the clip); None for the
+    """The reference's best evaluated checkpoint (every seed, by its family's ranking:
+    ``bench.learning.locomotion.family_evaluator``) of a task whose goal is relative to it
+    (in-hand rotation, and motion tracking where no side tracks the clip); None for the
     walkers, or where the reference has no learning rows."""
-    from bench.learning.inhand import best_inhand_row
-    from bench.learning.tracking import best_tracking_row
+    from bench.learning.locomotion import family_evaluator
+    from unilab_jax.envs.registry import task_family
 
+    if task_family(task) not in ("tracking", "inhand"):
+        return None
     ref = [r for r in rows if r["task"] == task and r["part"] == "learn"
            and r["side"] == "reference" and r.get("policy") != "untrained"]  # fmt: skip
-    if ref and "turned_rad" in ref[0]:
-        return best_inhand_row(ref)
-    if ref and "clip_end_rate" in ref[0]:
-        return best_tracking_row(ref)
-    return None
+    return family_evaluator(task)[1](ref) if ref else None
 
 
 def end_of_curve(row: dict) -> str:
